@@ -1,0 +1,61 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "tandem/kernels/attention_params.h"
+#include "tandem/kernels/dtype.h"
+
+namespace tandem::kernels {
+
+// Layout of the rotary pairs: llama2.c and DeepSeek's own inference code rotate adjacent pairs
+// (2i, 2i+1); Hugging Face rotates (i, i + dim/2).
+enum class RopeLayout : std::uint8_t { kInterleaved, kHalfSplit };
+
+// The compute backend: every op the model forward needs, over memory in the backend's own space
+// (host memory for CPU, device memory for CUDA). Models are written once against this interface;
+// the CPU path is a peer backend, not a special case.
+//
+// Batch invariance contract: every op computes each output row from its own input row with a
+// reduction order that does not depend on how many rows are in the call, so a sequence gets
+// bit-identical results alone or inside any batch.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+
+  // Memory in this backend's space. Returned pointers stay valid until Free.
+  virtual float* AllocateFloats(std::size_t count) = 0;
+  virtual void Free(float* ptr) = 0;
+
+  // y[r][o] = sum_i x[r][i] * w[o][i]   (x: [rows][w.cols], y: [rows][w.rows])
+  virtual void MatMul(const float* x, std::int64_t rows, const WeightView& w, float* y) = 0;
+  // y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight   (x and y may alias)
+  virtual void RmsNorm(const float* x, std::int64_t rows, std::int64_t dim, const WeightView& weight,
+                       float eps, float* y) = 0;
+  // out[r][i] = silu(gate[r][i]) * up[r][i], all [rows][hidden].
+  virtual void SiluMul(const float* gate, const float* up, std::int64_t rows, std::int64_t hidden,
+                       float* out) = 0;
+  // y[i] += alpha * x[i]
+  virtual void Axpy(float alpha, const float* x, std::int64_t n, float* y) = 0;
+  // Rotates the first rope_dim dims of each head in place. x: [rows][n_heads][head_stride];
+  // cos/sin: [rows][rope_dim/2] (the model precomputes them per position, which covers every
+  // scaling variant).
+  virtual void Rope(float* x, std::int64_t rows, int n_heads, int head_stride, int rope_dim,
+                    const float* cos, const float* sin, RopeLayout layout) = 0;
+  // out[r] = table[ids[r]]  (table: [vocab][dim])
+  virtual void Embed(const WeightView& table, const std::int32_t* ids, std::int64_t rows,
+                     float* out) = 0;
+  virtual void GqaAttention(const GqaAttentionParams& p) = 0;
+  virtual void MlaAttention(const MlaAttentionParams& p) = 0;
+};
+
+struct CpuBackendOptions {
+  int num_threads = 0;  // 0: hardware concurrency
+};
+
+std::unique_ptr<Backend> CreateCpuBackend(const CpuBackendOptions& options);
+
+}  // namespace tandem::kernels
