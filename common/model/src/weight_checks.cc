@@ -6,7 +6,7 @@
 
 namespace tandem::model::internal {
 
-absl::Status ExpectShape(std::string_view name, const kernels::WeightView& w, std::int64_t rows,
+absl::Status ExpectShape(absl::string_view name, const kernels::WeightView& w, std::int64_t rows,
                          std::int64_t cols) {
   if (w.data == nullptr) return absl::NotFoundError(absl::StrCat("missing tensor ", name));
   if (w.rows != rows || w.cols != cols) {
@@ -17,7 +17,7 @@ absl::Status ExpectShape(std::string_view name, const kernels::WeightView& w, st
   return absl::OkStatus();
 }
 
-absl::Status CheckFinite(std::string_view name, const kernels::WeightView& w) {
+absl::Status CheckFinite(absl::string_view name, const kernels::WeightView& w) {
   const std::int64_t n = w.numel();
   for (std::int64_t i = 0; i < n; ++i) {
     const float v = w.At(i / w.cols, i % w.cols);

@@ -1,6 +1,6 @@
 #pragma once
 
-#include <string_view>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
 #include "tandem/kernels/dtype.h"
@@ -9,10 +9,10 @@ namespace tandem::model::internal {
 
 // Shape check with an error that names the tensor, e.g. "model.layers.3.self_attn.o_proj.weight:
 // expected [64, 128], checkpoint has [64, 96]".
-absl::Status ExpectShape(std::string_view name, const kernels::WeightView& w, std::int64_t rows,
+absl::Status ExpectShape(absl::string_view name, const kernels::WeightView& w, std::int64_t rows,
                          std::int64_t cols);
 
 // Fails with the tensor's name and the first offending index when a weight holds NaN or Inf.
-absl::Status CheckFinite(std::string_view name, const kernels::WeightView& w);
+absl::Status CheckFinite(absl::string_view name, const kernels::WeightView& w);
 
 }  // namespace tandem::model::internal
