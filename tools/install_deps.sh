@@ -2,7 +2,8 @@
 # Installs the Debian packages the build needs, only those missing (safe to re-run).
 set -euo pipefail
 packages=(cmake ninja-build ccache g++ pkg-config libabsl-dev libgtest-dev libgmock-dev
-  libbenchmark-dev nlohmann-json3-dev)
+  libbenchmark-dev nlohmann-json3-dev
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
