@@ -56,6 +56,11 @@ struct CpuBackendOptions {
   int num_threads = 0;  // 0: hardware concurrency
 };
 
+// The fast CPU backend: vectorised, multithreaded over output rows / attention (token, head) pairs.
 std::unique_ptr<Backend> CreateCpuBackend(const CpuBackendOptions& options);
+
+// Single-threaded scalar loops that define every op's semantics: the oracle the fast backends are
+// tested against, and the baseline of the benchmarks. Not for serving.
+std::unique_ptr<Backend> CreateReferenceCpuBackend();
 
 }  // namespace tandem::kernels

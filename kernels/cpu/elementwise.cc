@@ -1,0 +1,87 @@
+#include "elementwise.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "simd.h"
+
+namespace tandem::kernels::cpu {
+namespace {
+
+template <typename W>
+void RmsNormTyped(const float* x, std::int64_t rows, std::int64_t dim, const W* w, float eps,
+                  float* y) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    float* yr = y + r * dim;
+    const float inv = 1.0f / std::sqrt(Dot(xr, xr, dim) / static_cast<float>(dim) + eps);
+    for (std::int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * inv * ToF32(w[i]);
+  }
+}
+
+template <RopeLayout kLayout>
+void RopeTyped(float* x, std::int64_t rows, int n_heads, int head_stride, int rope_dim,
+               const float* cos, const float* sin) {
+  const int half = rope_dim / 2;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* c = cos + r * half;
+    const float* s = sin + r * half;
+    for (int h = 0; h < n_heads; ++h) {
+      float* v = x + (r * n_heads + h) * head_stride;
+      for (int i = 0; i < half; ++i) {
+        const int a = kLayout == RopeLayout::kInterleaved ? 2 * i : i;
+        const int b = kLayout == RopeLayout::kInterleaved ? 2 * i + 1 : i + half;
+        const float x0 = v[a];
+        const float x1 = v[b];
+        v[a] = x0 * c[i] - x1 * s[i];
+        v[b] = x0 * s[i] + x1 * c[i];
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void RmsNorm(const float* x, std::int64_t rows, std::int64_t dim, const WeightView& weight,
+             float eps, float* y) {
+  if (weight.dtype == DType::kF32) {
+    RmsNormTyped(x, rows, dim, static_cast<const float*>(weight.data), eps, y);
+  } else {
+    RmsNormTyped(x, rows, dim, static_cast<const std::uint16_t*>(weight.data), eps, y);
+  }
+}
+
+void SiluMul(const float* gate, const float* up, std::int64_t n, float* out) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void Axpy(float alpha, const float* x, std::int64_t n, float* y) {
+  for (std::int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+
+void Rope(float* x, std::int64_t rows, int n_heads, int head_stride, int rope_dim, const float* cos,
+          const float* sin, RopeLayout layout) {
+  if (layout == RopeLayout::kInterleaved) {
+    RopeTyped<RopeLayout::kInterleaved>(x, rows, n_heads, head_stride, rope_dim, cos, sin);
+  } else {
+    RopeTyped<RopeLayout::kHalfSplit>(x, rows, n_heads, head_stride, rope_dim, cos, sin);
+  }
+}
+
+void Embed(const WeightView& table, const std::int32_t* ids, std::int64_t rows, float* out) {
+  const std::int64_t dim = table.cols;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* o = out + r * dim;
+    if (table.dtype == DType::kF32) {
+      std::memcpy(o, static_cast<const float*>(table.data) + ids[r] * dim, dim * sizeof(float));
+    } else {
+      const auto* src = static_cast<const std::uint16_t*>(table.data) + ids[r] * dim;
+      for (std::int64_t i = 0; i < dim; ++i) o[i] = ToF32(src[i]);
+    }
+  }
+}
+
+}  // namespace tandem::kernels::cpu

@@ -1,0 +1,16 @@
+#pragma once
+
+#include <cstdint>
+
+#include "tandem/kernels/dtype.h"
+#include "thread_pool.h"
+
+namespace tandem::kernels::cpu {
+
+// y[r][o] = Dot(x[r], w[o]) (simd.h's canonical order) for x: [rows][w.cols], y: [rows][w.rows].
+// Threads split the output rows; tiles share each loaded weight chunk among several input rows.
+// Neither the tiling nor the thread split touches the per-element operation order, so y[r][o] is
+// bit-identical for any `rows` and any position of row r in the batch.
+void MatMul(ThreadPool& pool, const float* x, std::int64_t rows, const WeightView& w, float* y);
+
+}  // namespace tandem::kernels::cpu

@@ -1,0 +1,152 @@
+#pragma once
+// A fixed 16-lane float vector for the fast CPU kernels. Every reduction is written against it, so
+// the floating-point operation order behind an output element is a property of the build alone:
+// the same lanes, the same accumulator and the same horizontal-sum tree whatever the batch shape,
+// tile or thread. The ISA only changes how the 16 lanes are held (one zmm, two ymm, or an array).
+//
+// The kernels are compiled with -ffp-contract=off so the compiler never fuses (or not) a multiply
+// and an add differently in two copies of the same computation; fusing is explicit via Fma().
+#include <cstdint>
+#include <cstring>
+
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+// GCC 12 flags the _mm*_undefined_* placeholders inside its own intrinsic headers as uninitialised
+// (a known false positive); the suppression covers those headers only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+#endif
+
+namespace tandem::kernels::cpu {
+
+inline constexpr int kLanes = 16;
+
+#if defined(__AVX512F__)
+
+struct F32x16 {
+  __m512 v;
+};
+inline F32x16 Zero() { return {_mm512_setzero_ps()}; }
+inline F32x16 Splat(float a) { return {_mm512_set1_ps(a)}; }
+inline F32x16 Load(const float* p) { return {_mm512_loadu_ps(p)}; }
+inline F32x16 Load(const std::uint16_t* p) {  // bf16 -> f32 is a 16-bit shift
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return {_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))};
+}
+inline void Store(float* p, F32x16 a) { _mm512_storeu_ps(p, a.v); }
+inline F32x16 Fma(F32x16 a, F32x16 b, F32x16 c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
+inline F32x16 Mul(F32x16 a, F32x16 b) { return {_mm512_mul_ps(a.v, b.v)}; }
+inline F32x16 Add(F32x16 a, F32x16 b) { return {_mm512_add_ps(a.v, b.v)}; }
+inline void Halves(F32x16 a, __m256* lo, __m256* hi) {
+  *lo = _mm512_castps512_ps256(a.v);
+  *hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a.v), 1));
+}
+
+#elif defined(__AVX2__) && defined(__FMA__)
+
+struct F32x16 {
+  __m256 lo, hi;
+};
+inline F32x16 Zero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+inline F32x16 Splat(float a) { return {_mm256_set1_ps(a), _mm256_set1_ps(a)}; }
+inline F32x16 Load(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
+inline __m256 Bf16x8(const std::uint16_t* p) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+inline F32x16 Load(const std::uint16_t* p) { return {Bf16x8(p), Bf16x8(p + 8)}; }
+inline void Store(float* p, F32x16 a) {
+  _mm256_storeu_ps(p, a.lo);
+  _mm256_storeu_ps(p + 8, a.hi);
+}
+inline F32x16 Fma(F32x16 a, F32x16 b, F32x16 c) {
+  return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
+}
+inline F32x16 Mul(F32x16 a, F32x16 b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
+inline F32x16 Add(F32x16 a, F32x16 b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
+inline void Halves(F32x16 a, __m256* lo, __m256* hi) {
+  *lo = a.lo;
+  *hi = a.hi;
+}
+
+#else  // portable fallback: same lanes, same tree; multiply and add are separate operations here
+
+struct F32x16 {
+  float l[kLanes];
+};
+inline F32x16 Zero() { return {}; }
+inline F32x16 Splat(float a) {
+  F32x16 r;
+  for (float& x : r.l) x = a;
+  return r;
+}
+inline F32x16 Load(const float* p) {
+  F32x16 r;
+  std::memcpy(r.l, p, sizeof(r.l));
+  return r;
+}
+inline F32x16 Load(const std::uint16_t* p) {
+  F32x16 r;
+  for (int i = 0; i < kLanes; ++i) {
+    const std::uint32_t u = static_cast<std::uint32_t>(p[i]) << 16;
+    std::memcpy(&r.l[i], &u, 4);
+  }
+  return r;
+}
+inline void Store(float* p, F32x16 a) { std::memcpy(p, a.l, sizeof(a.l)); }
+inline F32x16 Fma(F32x16 a, F32x16 b, F32x16 c) {
+  for (int i = 0; i < kLanes; ++i) c.l[i] += a.l[i] * b.l[i];
+  return c;
+}
+inline F32x16 Mul(F32x16 a, F32x16 b) {
+  for (int i = 0; i < kLanes; ++i) a.l[i] *= b.l[i];
+  return a;
+}
+inline F32x16 Add(F32x16 a, F32x16 b) {
+  for (int i = 0; i < kLanes; ++i) a.l[i] += b.l[i];
+  return a;
+}
+
+#endif
+
+// The one horizontal-sum tree: lane i + lane i+8, then +4, +2, +1.
+inline float HorizontalSum(F32x16 a) {
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+  __m256 lo, hi;
+  Halves(a, &lo, &hi);
+  const __m256 s8 = _mm256_add_ps(lo, hi);
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  const __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
+  return _mm_cvtss_f32(s1);
+#else
+  for (int width = kLanes / 2; width >= 1; width /= 2) {
+    for (int i = 0; i < width; ++i) a.l[i] += a.l[i + width];
+  }
+  return a.l[0];
+#endif
+}
+
+inline float ToF32(float v) { return v; }
+inline float ToF32(std::uint16_t v) {
+  const std::uint32_t u = static_cast<std::uint32_t>(v) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// The canonical dot product: whole 16-lane chunks into one accumulator, the horizontal-sum tree,
+// then the tail (n % 16 elements) added in order. MatMul tiles reproduce exactly this sequence.
+template <typename W>
+inline float Dot(const float* x, const W* w, std::int64_t n) {
+  F32x16 acc = Zero();
+  std::int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) acc = Fma(Load(x + i), Load(w + i), acc);
+  float s = HorizontalSum(acc);
+  for (; i < n; ++i) s += x[i] * ToF32(w[i]);
+  return s;
+}
+
+}  // namespace tandem::kernels::cpu

@@ -1,0 +1,69 @@
+#include "thread_pool.h"
+
+namespace tandem::kernels::cpu {
+
+ThreadPool::ThreadPool(int num_threads) {
+  if (num_threads <= 0) num_threads = static_cast<int>(std::thread::hardware_concurrency());
+  if (num_threads <= 0) num_threads = 1;
+  workers_.reserve(num_threads - 1);
+  for (int w = 1; w < num_threads; ++w) workers_.emplace_back([this, w] { WorkerLoop(w); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  start_cv_.notify_all();
+  for (std::thread& t : workers_) t.join();
+}
+
+void ThreadPool::RunJob(int num_tasks, TaskFn fn, void* ctx) {
+  std::lock_guard<std::mutex> dispatch(dispatch_mu_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    fn_ = fn;
+    ctx_ = ctx;
+    num_tasks_ = num_tasks;
+    next_task_ = 0;
+    workers_done_ = 0;
+    ++generation_;
+  }
+  start_cv_.notify_all();
+  Drain(0);
+  // Every worker must have left Drain before fn/ctx (on the caller's stack) go out of scope.
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait(lock, [this] { return workers_done_ == static_cast<int>(workers_.size()); });
+}
+
+void ThreadPool::Drain(int worker) {
+  for (;;) {
+    int task;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (next_task_ >= num_tasks_) return;
+      task = next_task_++;
+    }
+    fn_(ctx_, task, worker);
+  }
+}
+
+void ThreadPool::WorkerLoop(int worker) {
+  std::uint64_t seen = 0;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+    }
+    Drain(worker);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++workers_done_;
+    }
+    done_cv_.notify_one();
+  }
+}
+
+}  // namespace tandem::kernels::cpu

@@ -1,0 +1,151 @@
+// Fast CPU paged attention (GQA and MLA) against the reference backend, on shuffled block tables,
+// and its batch invariance: a query's output is the same alone or inside a prefill chunk.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include "kernel_test_util.h"
+#include "tandem/kernels/backend.h"
+
+namespace tandem::kernels {
+namespace {
+
+using testing::BitEqual;
+using testing::PagedPool;
+using testing::RandomFloats;
+
+std::vector<float> OnesLike(const std::vector<float>& v) { return std::vector<float>(v.size(), 1.0f); }
+
+struct GqaShape {
+  int n_heads, n_kv_heads, head_dim, block_size, start_pos, n_tokens;
+};
+
+class GqaCase : public ::testing::TestWithParam<GqaShape> {
+ protected:
+  void SetUp() override {
+    const GqaShape s = GetParam();
+    std::mt19937 rng(s.n_heads * 1000 + s.head_dim * 10 + s.start_pos);
+    const int seq = s.start_pos + s.n_tokens;
+    pool_ = std::make_unique<PagedPool>(s.block_size, 2LL * s.n_kv_heads * s.head_dim, seq, rng);
+    q_ = RandomFloats(static_cast<std::size_t>(s.n_tokens) * s.n_heads * s.head_dim, rng, -2.0f, 2.0f);
+  }
+
+  GqaAttentionParams Params(int first_token, int n_tokens, float* out) const {
+    const GqaShape s = GetParam();
+    GqaAttentionParams p;
+    p.q = q_.data() + static_cast<std::size_t>(first_token) * s.n_heads * s.head_dim;
+    p.out = out;
+    p.n_tokens = n_tokens;
+    p.start_pos = s.start_pos + first_token;
+    p.n_heads = s.n_heads;
+    p.n_kv_heads = s.n_kv_heads;
+    p.head_dim = s.head_dim;
+    p.scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+    p.kv = pool_->Layer();
+    p.k_offset = 0;
+    p.v_offset = s.n_kv_heads * s.head_dim;
+    return p;
+  }
+
+  std::unique_ptr<PagedPool> pool_;
+  std::vector<float> q_;
+};
+
+TEST_P(GqaCase, MatchesReference) {
+  std::vector<float> got(q_.size(), NAN), want(q_.size(), NAN);
+  CreateCpuBackend({.num_threads = 2})->GqaAttention(Params(0, GetParam().n_tokens, got.data()));
+  CreateReferenceCpuBackend()->GqaAttention(Params(0, GetParam().n_tokens, want.data()));
+  // V entries lie in [-1, 1], so every output is a convex combination bounded by 1.
+  testing::ExpectClose(got, want, OnesLike(want), 1e-5f);
+}
+
+TEST_P(GqaCase, TokenAloneEqualsTokenInChunk) {
+  const GqaShape s = GetParam();
+  auto fast = CreateCpuBackend({.num_threads = 2});
+  std::vector<float> chunk(q_.size(), NAN);
+  fast->GqaAttention(Params(0, s.n_tokens, chunk.data()));
+  const std::size_t per_token = static_cast<std::size_t>(s.n_heads) * s.head_dim;
+  for (int i = 0; i < s.n_tokens; ++i) {
+    std::vector<float> alone(per_token, NAN);
+    fast->GqaAttention(Params(i, 1, alone.data()));
+    EXPECT_TRUE(BitEqual(alone.data(), chunk.data() + i * per_token, per_token)) << "token " << i;
+  }
+  std::vector<float> single_thread(q_.size(), NAN);
+  CreateCpuBackend({.num_threads = 1})->GqaAttention(Params(0, s.n_tokens, single_thread.data()));
+  EXPECT_TRUE(BitEqual(single_thread.data(), chunk.data(), chunk.size()));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, GqaCase,
+    ::testing::Values(GqaShape{8, 8, 8, 16, 0, 5},      // stories260K-like MHA, tiny head_dim
+                      GqaShape{8, 2, 64, 16, 37, 16},   // GQA groups of 4, prefill chunk
+                      GqaShape{6, 3, 19, 7, 100, 3},    // odd head_dim and block size
+                      GqaShape{4, 1, 128, 32, 300, 9},  // MQA, long context: threaded
+                      GqaShape{2, 2, 33, 4, 0, 1}));    // first token
+
+struct MlaShape {
+  int n_heads, rank, rope_dim, block_size, start_pos, n_tokens;
+};
+
+class MlaCase : public ::testing::TestWithParam<MlaShape> {
+ protected:
+  void SetUp() override {
+    const MlaShape s = GetParam();
+    std::mt19937 rng(s.rank + s.start_pos);
+    pool_ = std::make_unique<PagedPool>(s.block_size, s.rank + s.rope_dim, s.start_pos + s.n_tokens,
+                                        rng);
+    q_latent_ = RandomFloats(static_cast<std::size_t>(s.n_tokens) * s.n_heads * s.rank, rng);
+    q_rope_ = RandomFloats(static_cast<std::size_t>(s.n_tokens) * s.n_heads * s.rope_dim, rng);
+  }
+
+  MlaAttentionParams Params(int first_token, int n_tokens, float* out) const {
+    const MlaShape s = GetParam();
+    MlaAttentionParams p;
+    const std::size_t pairs = static_cast<std::size_t>(first_token) * s.n_heads;
+    p.q_latent = q_latent_.data() + pairs * s.rank;
+    p.q_rope = q_rope_.data() + pairs * s.rope_dim;
+    p.out_latent = out;
+    p.n_tokens = n_tokens;
+    p.start_pos = s.start_pos + first_token;
+    p.n_heads = s.n_heads;
+    p.kv_lora_rank = s.rank;
+    p.rope_dim = s.rope_dim;
+    p.scale = 1.0f / std::sqrt(static_cast<float>(s.rank + s.rope_dim)) * 2.0f;
+    p.kv = pool_->Layer();
+    return p;
+  }
+
+  std::unique_ptr<PagedPool> pool_;
+  std::vector<float> q_latent_, q_rope_;
+};
+
+TEST_P(MlaCase, MatchesReference) {
+  std::vector<float> got(q_latent_.size(), NAN), want(q_latent_.size(), NAN);
+  CreateCpuBackend({.num_threads = 2})->MlaAttention(Params(0, GetParam().n_tokens, got.data()));
+  CreateReferenceCpuBackend()->MlaAttention(Params(0, GetParam().n_tokens, want.data()));
+  testing::ExpectClose(got, want, OnesLike(want), 1e-5f);
+}
+
+TEST_P(MlaCase, TokenAloneEqualsTokenInChunk) {
+  const MlaShape s = GetParam();
+  auto fast = CreateCpuBackend({.num_threads = 2});
+  std::vector<float> chunk(q_latent_.size(), NAN);
+  fast->MlaAttention(Params(0, s.n_tokens, chunk.data()));
+  const std::size_t per_token = static_cast<std::size_t>(s.n_heads) * s.rank;
+  for (int i = 0; i < s.n_tokens; ++i) {
+    std::vector<float> alone(per_token, NAN);
+    fast->MlaAttention(Params(i, 1, alone.data()));
+    EXPECT_TRUE(BitEqual(alone.data(), chunk.data() + i * per_token, per_token)) << "token " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, MlaCase,
+                         ::testing::Values(MlaShape{16, 512, 64, 64, 70, 4},  // DeepSeek dims
+                                           MlaShape{3, 37, 6, 5, 11, 6},      // odd everything
+                                           MlaShape{4, 64, 16, 16, 0, 8}));
+
+}  // namespace
+}  // namespace tandem::kernels

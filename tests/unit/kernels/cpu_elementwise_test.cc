@@ -1,0 +1,108 @@
+// The fast CPU row-wise ops against the reference backend, on odd sizes and both weight dtypes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernel_test_util.h"
+#include "tandem/kernels/backend.h"
+
+namespace tandem::kernels {
+namespace {
+
+using testing::RandomFloats;
+using testing::TestWeight;
+
+class CpuElementwise : public ::testing::Test {
+ protected:
+  std::mt19937 rng_{1234};
+  std::unique_ptr<Backend> fast_ = CreateCpuBackend({.num_threads = 2});
+  std::unique_ptr<Backend> ref_ = CreateReferenceCpuBackend();
+};
+
+std::vector<float> AbsPlusOne(const std::vector<float>& v) {
+  std::vector<float> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = std::fabs(v[i]) + 1.0f;
+  return out;
+}
+
+TEST_F(CpuElementwise, RmsNormMatchesReference) {
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (std::int64_t dim : {1, 7, 16, 64, 333}) {
+      constexpr std::int64_t kRows = 5;
+      TestWeight w(1, dim, dtype, rng_);
+      const std::vector<float> x = RandomFloats(kRows * dim, rng_, -3.0f, 3.0f);
+      std::vector<float> got(x.size()), want(x.size());
+      fast_->RmsNorm(x.data(), kRows, dim, w.view, 1e-5f, got.data());
+      ref_->RmsNorm(x.data(), kRows, dim, w.view, 1e-5f, want.data());
+      testing::ExpectClose(got, want, AbsPlusOne(want), 1e-5f);
+      // In place (x and y alias) gives the same result.
+      std::vector<float> inplace = x;
+      fast_->RmsNorm(inplace.data(), kRows, dim, w.view, 1e-5f, inplace.data());
+      EXPECT_TRUE(testing::BitEqual(inplace.data(), got.data(), got.size())) << "dim " << dim;
+    }
+  }
+}
+
+TEST_F(CpuElementwise, SiluMulMatchesReference) {
+  constexpr std::int64_t kRows = 3, kHidden = 173;
+  const std::vector<float> gate = RandomFloats(kRows * kHidden, rng_, -8.0f, 8.0f);
+  const std::vector<float> up = RandomFloats(kRows * kHidden, rng_, -2.0f, 2.0f);
+  std::vector<float> got(gate.size()), want(gate.size());
+  fast_->SiluMul(gate.data(), up.data(), kRows, kHidden, got.data());
+  ref_->SiluMul(gate.data(), up.data(), kRows, kHidden, want.data());
+  testing::ExpectClose(got, want, AbsPlusOne(want), 1e-5f);
+}
+
+TEST_F(CpuElementwise, AxpyMatchesReference) {
+  constexpr std::int64_t kN = 1031;
+  const std::vector<float> x = RandomFloats(kN, rng_);
+  const std::vector<float> y0 = RandomFloats(kN, rng_);
+  std::vector<float> got = y0, want = y0;
+  fast_->Axpy(-0.37f, x.data(), kN, got.data());
+  ref_->Axpy(-0.37f, x.data(), kN, want.data());
+  testing::ExpectClose(got, want, AbsPlusOne(want), 1e-6f);
+}
+
+TEST_F(CpuElementwise, RopeMatchesReferenceInBothLayouts) {
+  // head_stride > rope_dim: only the first rope_dim dims of each head rotate (MLA's rope slice).
+  constexpr std::int64_t kRows = 3;
+  constexpr int kHeads = 5, kStride = 24, kRopeDim = 10;
+  const std::vector<float> x = RandomFloats(kRows * kHeads * kStride, rng_);
+  const std::vector<float> angles = RandomFloats(kRows * kRopeDim / 2, rng_, -3.0f, 3.0f);
+  std::vector<float> cos(angles.size()), sin(angles.size());
+  for (std::size_t i = 0; i < angles.size(); ++i) {
+    cos[i] = std::cos(angles[i]);
+    sin[i] = std::sin(angles[i]);
+  }
+  for (RopeLayout layout : {RopeLayout::kInterleaved, RopeLayout::kHalfSplit}) {
+    std::vector<float> got = x, want = x;
+    fast_->Rope(got.data(), kRows, kHeads, kStride, kRopeDim, cos.data(), sin.data(), layout);
+    ref_->Rope(want.data(), kRows, kHeads, kStride, kRopeDim, cos.data(), sin.data(), layout);
+    testing::ExpectClose(got, want, AbsPlusOne(want), 1e-6f);
+    EXPECT_NE(got, x);  // it did rotate something
+  }
+}
+
+TEST_F(CpuElementwise, EmbedMatchesReference) {
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    TestWeight table(37, 19, dtype, rng_);
+    const std::vector<std::int32_t> ids = {36, 0, 5, 5, 17};
+    std::vector<float> got(ids.size() * 19), want(ids.size() * 19);
+    fast_->Embed(table.view, ids.data(), static_cast<std::int64_t>(ids.size()), got.data());
+    ref_->Embed(table.view, ids.data(), static_cast<std::int64_t>(ids.size()), want.data());
+    EXPECT_EQ(got, want);  // a copy (and exact bf16 widening): no rounding allowed
+  }
+}
+
+TEST_F(CpuElementwise, AllocateFloatsIsZeroedAndAligned) {
+  float* p = fast_->AllocateFloats(1000);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 64, 0u);
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(p[i], 0.0f);
+  fast_->Free(p);
+}
+
+}  // namespace
+}  // namespace tandem::kernels

@@ -1,0 +1,134 @@
+// The fast CPU MatMul against the reference backend, and its batch-invariance contract.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include "kernel_test_util.h"
+#include "tandem/kernels/backend.h"
+
+namespace tandem::kernels {
+namespace {
+
+using testing::BitEqual;
+using testing::RandomFloats;
+using testing::TestWeight;
+
+// sum_i |x[r][i] * w[o][i]|: what the rounding error of y[r][o] scales with.
+std::vector<float> DotBound(const std::vector<float>& x, std::int64_t rows, const WeightView& w) {
+  std::vector<float> bound(rows * w.rows);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t o = 0; o < w.rows; ++o) {
+      double s = 0;
+      for (std::int64_t i = 0; i < w.cols; ++i) s += std::fabs(x[r * w.cols + i] * w.At(o, i));
+      bound[r * w.rows + o] = static_cast<float>(s);
+    }
+  }
+  return bound;
+}
+
+std::vector<float> Multiply(Backend& b, const std::vector<float>& x, std::int64_t rows,
+                       const WeightView& w) {
+  std::vector<float> y(rows * w.rows, NAN);
+  b.MatMul(x.data(), rows, w, y.data());
+  return y;
+}
+
+class MatMulShapes
+    : public ::testing::TestWithParam<std::tuple<DType, std::int64_t, std::int64_t, std::int64_t>> {};
+
+TEST_P(MatMulShapes, MatchesReference) {
+  const auto [dtype, rows, out, in] = GetParam();
+  std::mt19937 rng(static_cast<unsigned>(rows * 7919 + out * 131 + in));
+  TestWeight w(out, in, dtype, rng);
+  const std::vector<float> x = RandomFloats(rows * in, rng);
+  auto fast = CreateCpuBackend({.num_threads = 2});
+  auto ref = CreateReferenceCpuBackend();
+  testing::ExpectClose(Multiply(*fast, x, rows, w.view), Multiply(*ref, x, rows, w.view),
+                       DotBound(x, rows, w.view), 1e-5f);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    OddAndRoundSizes, MatMulShapes,
+    ::testing::Combine(::testing::Values(DType::kF32, DType::kBF16),
+                       ::testing::Values<std::int64_t>(1, 3, 16, 21),
+                       ::testing::Values<std::int64_t>(1, 5, 64, 131),
+                       ::testing::Values<std::int64_t>(1, 7, 16, 64, 100, 1000)));
+
+class MatMulInvariance : public ::testing::TestWithParam<DType> {};
+
+TEST_P(MatMulInvariance, RowResultDoesNotDependOnBatch) {
+  // 16 x 67 x 257 is above the threading threshold, one row alone is below it: both paths and
+  // every row-tile remainder are exercised.
+  constexpr std::int64_t kRows = 16, kOut = 67, kIn = 257;
+  std::mt19937 rng(42);
+  TestWeight w(kOut, kIn, GetParam(), rng);
+  const std::vector<float> x = RandomFloats(kRows * kIn, rng);
+  auto fast = CreateCpuBackend({.num_threads = 2});
+  const std::vector<float> batch = Multiply(*fast, x, kRows, w.view);
+
+  for (std::int64_t r = 0; r < kRows; ++r) {
+    const std::vector<float> alone(x.begin() + r * kIn, x.begin() + (r + 1) * kIn);
+    const std::vector<float> y = Multiply(*fast, alone, 1, w.view);
+    EXPECT_TRUE(BitEqual(y.data(), batch.data() + r * kOut, kOut)) << "row " << r;
+  }
+  // Same rows in reverse order and in sub-batches of every size: each row lands in a different
+  // tile slot.
+  std::vector<float> reversed(kRows * kIn);
+  for (std::int64_t r = 0; r < kRows; ++r) {
+    std::copy(x.begin() + r * kIn, x.begin() + (r + 1) * kIn, reversed.begin() + (kRows - 1 - r) * kIn);
+  }
+  const std::vector<float> yr = Multiply(*fast, reversed, kRows, w.view);
+  for (std::int64_t r = 0; r < kRows; ++r) {
+    EXPECT_TRUE(BitEqual(yr.data() + (kRows - 1 - r) * kOut, batch.data() + r * kOut, kOut))
+        << "reversed row " << r;
+  }
+  for (std::int64_t n = 2; n < kRows; ++n) {
+    const std::int64_t first = kRows - n;
+    const std::vector<float> sub(x.begin() + first * kIn, x.end());
+    const std::vector<float> y = Multiply(*fast, sub, n, w.view);
+    EXPECT_TRUE(BitEqual(y.data(), batch.data() + first * kOut, n * kOut)) << "sub-batch " << n;
+  }
+}
+
+TEST_P(MatMulInvariance, ThreadCountDoesNotChangeBits) {
+  constexpr std::int64_t kRows = 9, kOut = 301, kIn = 515;
+  std::mt19937 rng(7);
+  TestWeight w(kOut, kIn, GetParam(), rng);
+  const std::vector<float> x = RandomFloats(kRows * kIn, rng);
+  const std::vector<float> one = Multiply(*CreateCpuBackend({.num_threads = 1}), x, kRows, w.view);
+  for (int threads : {2, 3, 8}) {
+    const std::vector<float> y = Multiply(*CreateCpuBackend({.num_threads = threads}), x, kRows, w.view);
+    EXPECT_TRUE(BitEqual(y.data(), one.data(), one.size())) << threads << " threads";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, MatMulInvariance, ::testing::Values(DType::kF32, DType::kBF16));
+
+TEST(CpuMatMul, LongReductionMatchesReference) {
+  std::mt19937 rng(3);
+  TestWeight w(40, 4099, DType::kBF16, rng);
+  const std::vector<float> x = RandomFloats(2 * 4099, rng);
+  auto fast = CreateCpuBackend({});
+  auto ref = CreateReferenceCpuBackend();
+  testing::ExpectClose(Multiply(*fast, x, 2, w.view), Multiply(*ref, x, 2, w.view), DotBound(x, 2, w.view),
+                       1e-5f);
+}
+
+TEST(CpuMatMul, RepeatedCallsOnOneBackendAreStable) {
+  std::mt19937 rng(11);
+  TestWeight w(256, 256, DType::kF32, rng);
+  const std::vector<float> x = RandomFloats(16 * 256, rng);
+  auto fast = CreateCpuBackend({.num_threads = 2});
+  const std::vector<float> first = Multiply(*fast, x, 16, w.view);
+  for (int i = 0; i < 50; ++i) {
+    const std::vector<float> y = Multiply(*fast, x, 16, w.view);
+    ASSERT_TRUE(BitEqual(y.data(), first.data(), first.size())) << "call " << i;
+  }
+}
+
+}  // namespace
+}  // namespace tandem::kernels

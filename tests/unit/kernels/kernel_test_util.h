@@ -1,0 +1,107 @@
+#pragma once
+// Shared helpers for the kernel tests: random data, bf16 weights, a paged KV pool with a shuffled
+// block table, and an error bound for comparing a fast kernel against the reference backend.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "tandem/kernels/attention_params.h"
+#include "tandem/kernels/dtype.h"
+
+namespace tandem::kernels::testing {
+
+inline std::vector<float> RandomFloats(std::size_t n, std::mt19937& rng, float lo = -1.0f,
+                                       float hi = 1.0f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+inline std::vector<std::uint16_t> ToBf16(const std::vector<float>& v) {
+  std::vector<std::uint16_t> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = F32ToBf16(v[i]);
+  return out;
+}
+
+// A weight matrix held in either dtype, with its view.
+struct TestWeight {
+  std::vector<float> f32;
+  std::vector<std::uint16_t> bf16;
+  WeightView view;
+
+  TestWeight(std::int64_t rows, std::int64_t cols, DType dtype, std::mt19937& rng)
+      : f32(RandomFloats(rows * cols, rng)) {
+    if (dtype == DType::kBF16) {
+      bf16 = ToBf16(f32);
+      view = {bf16.data(), dtype, rows, cols};
+    } else {
+      view = {f32.data(), dtype, rows, cols};
+    }
+  }
+};
+
+// |got - want| <= rel * bound elementwise, where bound is the magnitude the rounding error of the
+// computation scales with (e.g. sum |x_i * w_i| for a dot product).
+inline void ExpectClose(const std::vector<float>& got, const std::vector<float>& want,
+                        const std::vector<float>& bound, float rel) {
+  ASSERT_EQ(got.size(), want.size());
+  int failures = 0;
+  for (std::size_t i = 0; i < got.size() && failures < 5; ++i) {
+    const float tol = rel * std::max(bound[i], 1e-30f);
+    if (!(std::fabs(got[i] - want[i]) <= tol)) {
+      ADD_FAILURE() << "element " << i << ": got " << got[i] << " want " << want[i]
+                    << " tolerance " << tol;
+      ++failures;
+    }
+  }
+}
+
+inline bool BitEqual(const float* a, const float* b, std::size_t n) {
+  return std::memcmp(a, b, n * sizeof(float)) == 0;
+}
+
+// A KV pool of `pool_blocks` blocks; a sequence's block table is a random permutation of a subset,
+// so consecutive tokens live in non-contiguous, out-of-order blocks. Block and token strides carry
+// padding so that a kernel assuming dense packing reads the wrong floats.
+struct PagedPool {
+  int block_size;
+  std::int64_t token_floats;
+  std::int64_t token_stride;
+  std::int64_t block_stride;
+  std::vector<float> data;
+  std::vector<std::int32_t> table;
+
+  PagedPool(int block_size, std::int64_t token_floats, int seq_len, std::mt19937& rng)
+      : block_size(block_size),
+        token_floats(token_floats),
+        token_stride(token_floats + 3),
+        block_stride(block_size * (token_floats + 3) + 5) {
+    const int blocks = (seq_len + block_size - 1) / block_size;
+    const int pool_blocks = blocks * 2 + 1;
+    data = RandomFloats(static_cast<std::size_t>(pool_blocks) * block_stride, rng);
+    std::vector<std::int32_t> ids(pool_blocks);
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), rng);
+    table.assign(ids.begin(), ids.begin() + blocks);
+  }
+
+  PagedKvLayer Layer() {
+    PagedKvLayer kv;
+    kv.layer_base = data.data();
+    kv.block_stride = block_stride;
+    kv.token_stride = token_stride;
+    kv.block_size = block_size;
+    kv.block_table = table.data();
+    kv.num_blocks = static_cast<int>(table.size());
+    return kv;
+  }
+};
+
+}  // namespace tandem::kernels::testing
