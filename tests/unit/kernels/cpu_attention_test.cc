@@ -84,6 +84,7 @@ INSTANTIATE_TEST_SUITE_P(
                       GqaShape{8, 2, 64, 16, 37, 16},   // GQA groups of 4, prefill chunk
                       GqaShape{6, 3, 19, 7, 100, 3},    // odd head_dim and block size
                       GqaShape{4, 1, 128, 32, 300, 9},  // MQA, long context: threaded
+                      GqaShape{8, 1, 64, 16, 500, 1},   // MQA decode: heads split across threads
                       GqaShape{2, 2, 33, 4, 0, 1}));    // first token
 
 struct MlaShape {

@@ -1,0 +1,240 @@
+// Kernel benchmarks: the fast CPU backend against the reference backend (MatMul f32/bf16 at
+// rows 1 and 16, paged attention), and GEMV's achieved memory bandwidth against a plain stream
+// read and memcpy of the same size measured in the same run. Prints the ratios after the table.
+//
+//   build-x/tests/perf/tandem_kernels_bench [--benchmark_filter=...]
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_util.h"
+#include "tandem/kernels/backend.h"
+
+namespace tandem::bench {
+namespace {
+
+using kernels::Backend;
+using kernels::DType;
+using kernels::WeightView;
+
+// Deterministic, cheap fill (a random generator over 512 MB would dominate start-up).
+void Fill(float* p, std::size_t n, std::uint32_t seed) {
+  std::uint32_t s = seed * 2654435761u + 1;
+  for (std::size_t i = 0; i < n; ++i) {
+    s = s * 1664525u + 1013904223u;
+    p[i] = static_cast<float>(static_cast<std::int32_t>(s >> 8) - (1 << 23)) * (1.0f / (1 << 23));
+  }
+}
+
+struct Weights {
+  std::vector<float> f32;
+  std::vector<std::uint16_t> bf16;
+  WeightView view;
+  Weights(std::int64_t rows, std::int64_t cols, DType dtype) {
+    f32.resize(rows * cols);
+    Fill(f32.data(), f32.size(), static_cast<std::uint32_t>(rows + cols));
+    if (dtype == DType::kBF16) {
+      bf16.resize(f32.size());
+      for (std::size_t i = 0; i < f32.size(); ++i) bf16[i] = kernels::F32ToBf16(f32[i]);
+      std::vector<float>().swap(f32);
+      view = {bf16.data(), dtype, rows, cols};
+    } else {
+      view = {f32.data(), dtype, rows, cols};
+    }
+  }
+};
+
+std::unique_ptr<Backend> MakeBackend(bool fast) {
+  return fast ? kernels::CreateCpuBackend({}) : kernels::CreateReferenceCpuBackend();
+}
+
+const char* Kind(bool fast) { return fast ? "fast" : "reference"; }
+
+void MatMulBench(benchmark::State& state, bool fast, DType dtype, std::int64_t rows,
+                 std::int64_t out, std::int64_t in) {
+  auto backend = MakeBackend(fast);
+  Weights w(out, in, dtype);
+  std::vector<float> x(rows * in), y(rows * out);
+  Fill(x.data(), x.size(), 7);
+  for (auto _ : state) {
+    backend->MatMul(x.data(), rows, w.view, y.data());
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * rows * out * in * 2);  // flops
+  state.SetBytesProcessed(state.iterations() * out * in *
+                          static_cast<std::int64_t>(kernels::DTypeSize(dtype)));
+}
+
+// Plain reads of `bytes` split over the hardware threads: the bandwidth ceiling for GEMV.
+void StreamReadBench(benchmark::State& state, std::size_t bytes) {
+  const std::size_t words = bytes / sizeof(std::uint64_t);
+  std::vector<std::uint64_t> buf(words);
+  Fill(reinterpret_cast<float*>(buf.data()), words * 2, 3);
+  const int threads = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::uint64_t> sums(threads);
+  for (auto _ : state) {
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        const std::size_t a = words * t / threads, b = words * (t + 1) / threads;
+        std::uint64_t s = 0;
+        for (std::size_t i = a; i < b; ++i) s += buf[i];  // integer sum: vectorises freely
+        sums[t] = s;
+      });
+    }
+    for (std::thread& th : pool) th.join();
+    benchmark::DoNotOptimize(sums.data());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(words * 8));
+}
+
+void MemcpyBench(benchmark::State& state, std::size_t bytes) {
+  std::vector<char> src(bytes, 1), dst(bytes);
+  for (auto _ : state) {
+    std::memcpy(dst.data(), src.data(), bytes);
+    benchmark::DoNotOptimize(dst.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(bytes));
+}
+
+void GqaDecodeBench(benchmark::State& state, bool fast, int ctx) {
+  constexpr int kHeads = 32, kKvHeads = 8, kHeadDim = 128, kBlock = 16;
+  auto backend = MakeBackend(fast);
+  const std::int64_t token_floats = 2LL * kKvHeads * kHeadDim;
+  const int blocks = (ctx + kBlock - 1) / kBlock;
+  std::vector<float> cache(static_cast<std::size_t>(blocks) * kBlock * token_floats);
+  Fill(cache.data(), cache.size(), 11);
+  std::vector<std::int32_t> table(blocks);  // scattered blocks, as a real pool hands them out
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), std::mt19937(1));
+  std::vector<float> q(kHeads * kHeadDim), out(q.size());
+  Fill(q.data(), q.size(), 5);
+  kernels::GqaAttentionParams p;
+  p.q = q.data();
+  p.out = out.data();
+  p.n_tokens = 1;
+  p.start_pos = ctx - 1;
+  p.n_heads = kHeads;
+  p.n_kv_heads = kKvHeads;
+  p.head_dim = kHeadDim;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
+  p.kv = {cache.data(), kBlock * token_floats, token_floats, kBlock, table.data(), blocks};
+  p.k_offset = 0;
+  p.v_offset = kKvHeads * kHeadDim;
+  for (auto _ : state) {
+    backend->GqaAttention(p);
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+
+struct Shape {
+  std::int64_t rows, out, in;
+};
+constexpr Shape kShapes[] = {{1, 4096, 4096}, {16, 4096, 4096}, {1, 64, 64}, {16, 64, 64}};
+constexpr std::int64_t kGemvOut = 16384, kGemvIn = 8192;  // 512 MiB in f32: far beyond cache
+
+std::string MatMulName(bool fast, DType dtype, const Shape& s) {
+  return std::string("MatMul/") + Kind(fast) + "/" + std::string(kernels::DTypeName(dtype)) +
+         "/rows:" + std::to_string(s.rows) + "/" + std::to_string(s.out) + "x" +
+         std::to_string(s.in);
+}
+
+void Register() {
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (const Shape& s : kShapes) {
+      for (bool fast : {true, false}) {
+        benchmark::RegisterBenchmark(MatMulName(fast, dtype, s).c_str(), MatMulBench, fast, dtype,
+                                     s.rows, s.out, s.in)
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond);
+      }
+    }
+  }
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    const std::string name = std::string("Gemv/fast/") + std::string(kernels::DTypeName(dtype)) +
+                             "/" + std::to_string(kGemvOut) + "x" + std::to_string(kGemvIn);
+    benchmark::RegisterBenchmark(name.c_str(), MatMulBench, true, dtype, 1, kGemvOut, kGemvIn)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+  }
+  const std::size_t stream_bytes = kGemvOut * kGemvIn * sizeof(float);
+  benchmark::RegisterBenchmark("StreamRead/all_threads", StreamReadBench, stream_bytes)
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("Memcpy/one_thread", MemcpyBench, stream_bytes / 2)
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
+  for (bool fast : {true, false}) {
+    benchmark::RegisterBenchmark((std::string("GqaDecode/") + Kind(fast) + "/ctx:2048").c_str(),
+                                 GqaDecodeBench, fast, 2048)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
+  }
+}
+
+void PrintSummary(const RecordingReporter& reporter) {
+  const auto& results = reporter.results();
+  std::printf("\n== fast vs reference (speedup = reference time / fast time) ==\n");
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (const Shape& s : kShapes) {
+      const RunResult* f = Find(results, MatMulName(true, dtype, s));
+      const RunResult* r = Find(results, MatMulName(false, dtype, s));
+      if (f == nullptr || r == nullptr) continue;
+      std::printf("%-40s fast %10.1f us  reference %12.1f us  speedup %7.1fx\n",
+                  MatMulName(true, dtype, s).substr(12).c_str(), f->real_time_us, r->real_time_us,
+                  r->real_time_us / f->real_time_us);
+    }
+  }
+  const RunResult* gf = Find(results, "GqaDecode/fast/ctx:2048");
+  const RunResult* gr = Find(results, "GqaDecode/reference/ctx:2048");
+  if (gf != nullptr && gr != nullptr) {
+    std::printf("%-40s fast %10.1f us  reference %12.1f us  speedup %7.1fx\n", "GqaDecode/ctx:2048",
+                gf->real_time_us, gr->real_time_us, gr->real_time_us / gf->real_time_us);
+  }
+  const RunResult* stream = Find(results, "StreamRead/all_threads");
+  const RunResult* copy = Find(results, "Memcpy/one_thread");
+  std::printf("\n== GEMV bandwidth (weight bytes read per second) ==\n");
+  if (stream != nullptr) {
+    std::printf("stream read, all threads: %6.2f GB/s\n", stream->bytes_per_second / 1e9);
+  }
+  if (copy != nullptr) {
+    std::printf("memcpy, one thread:       %6.2f GB/s (bytes copied)\n", copy->bytes_per_second / 1e9);
+  }
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    const std::string name = std::string("Gemv/fast/") + std::string(kernels::DTypeName(dtype)) +
+                             "/" + std::to_string(kGemvOut) + "x" + std::to_string(kGemvIn);
+    const RunResult* g = Find(results, name);
+    if (g == nullptr) continue;
+    std::printf("%-30s %6.2f GB/s", name.c_str(), g->bytes_per_second / 1e9);
+    if (stream != nullptr && stream->bytes_per_second > 0) {
+      std::printf("  = %.2f of stream read", g->bytes_per_second / stream->bytes_per_second);
+    }
+    std::printf("\n");
+  }
+}
+
+}  // namespace
+}  // namespace tandem::bench
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  tandem::bench::Register();
+  tandem::bench::RecordingReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  tandem::bench::PrintSummary(reporter);
+  benchmark::Shutdown();
+  return 0;
+}
