@@ -67,8 +67,7 @@ class Llama2cGreedyTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     TANDEM_SKIP_WITHOUT_STORIES260K();
-    backend_ = GetParam() ? kernels::CreateCpuBackend({.num_threads = 2})
-                          : kernels::CreateReferenceCpuBackend();
+    backend_ = testing::MakeCpuBackend(GetParam());
     auto model = LoadModel(testing::Stories260KDir().string(), {.check_finite = true},
                            backend_.get());
     ASSERT_TRUE(model.ok()) << model.status();
@@ -93,7 +92,7 @@ TEST_P(Llama2cGreedyTest, ReproducesEveryFixtureLineTokenForToken) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Llama2cGreedyTest, ::testing::Values(false, true),
-                         [](const auto& info) { return info.param ? "Fast" : "Reference"; });
+                         testing::CpuBackendName);
 
 }  // namespace
 }  // namespace tandem::model

@@ -23,8 +23,7 @@ class LlamaForwardTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     TANDEM_SKIP_WITHOUT_STORIES260K();
-    backend_ = GetParam() ? kernels::CreateCpuBackend({.num_threads = 2})
-                          : kernels::CreateReferenceCpuBackend();
+    backend_ = testing::MakeCpuBackend(GetParam());
     auto model = LoadModel(testing::Stories260KDir().string(), {}, backend_.get());
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = *std::move(model);
@@ -203,9 +202,10 @@ TEST_P(LlamaBadBatchTest, CacheLaidOutForAnotherModel) {
               HasSubstr("floats per token"));
 }
 
-const auto kBackendName = [](const auto& info) { return info.param ? "Fast" : "Reference"; };
-INSTANTIATE_TEST_SUITE_P(Backends, LlamaForwardTest, ::testing::Values(false, true), kBackendName);
-INSTANTIATE_TEST_SUITE_P(Backends, LlamaBadBatchTest, ::testing::Values(false, true), kBackendName);
+INSTANTIATE_TEST_SUITE_P(Backends, LlamaForwardTest, ::testing::Values(false, true),
+                         testing::CpuBackendName);
+INSTANTIATE_TEST_SUITE_P(Backends, LlamaBadBatchTest, ::testing::Values(false, true),
+                         testing::CpuBackendName);
 
 }  // namespace
 }  // namespace tandem::model

@@ -3,10 +3,14 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tandem/kernels/backend.h"
+#include "tandem/model/loader.h"
 #include "tandem/model/model.h"
 
 namespace tandem::model::testing {
@@ -25,6 +29,15 @@ inline std::filesystem::path GreedyFixturePath() {
                  << ::tandem::model::testing::Stories260KDir()                             \
                  << " (configure TANDEM_SHARED_DIR to the directory holding models/)";     \
   }
+
+// Tests run on both CPU backends: the reference defines the semantics, the fast one serves.
+inline std::unique_ptr<kernels::Backend> MakeCpuBackend(bool fast) {
+  return fast ? kernels::CreateCpuBackend({.num_threads = 2})
+              : kernels::CreateReferenceCpuBackend();
+}
+inline std::string CpuBackendName(const ::testing::TestParamInfo<bool>& info) {
+  return info.param ? "Fast" : "Reference";
+}
 
 // A paged KV pool in host memory, sized for a model's layout.
 class KvPool {
