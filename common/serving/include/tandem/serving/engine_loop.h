@@ -1,0 +1,99 @@
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "tandem/engine/engine.h"
+
+namespace tandem::serving {
+
+// What a request's sink hears after each engine step that touched it.
+struct RequestUpdate {
+  std::vector<std::int32_t> new_tokens;
+  bool finished = false;
+  engine::FinishReason finish_reason = engine::FinishReason::kNone;
+  std::string error;
+  int prompt_tokens = 0;
+  int cached_tokens = 0;
+  int completion_tokens = 0;  // total so far
+};
+
+// Called on the loop thread; must return quickly (hand the update to a queue, not a socket).
+using UpdateSink = std::function<void(const RequestUpdate&)>;
+
+struct EngineLoopOptions {
+  // Requests admitted to the engine but not finished; beyond it Submit answers
+  // ResourceExhausted so that the caller can shed load (HTTP 429) instead of queueing forever.
+  int max_in_flight = 256;
+};
+
+struct LoopLoad {
+  int in_flight = 0;
+  int waiting = 0;
+  int running = 0;
+  int free_blocks = 0;
+  int total_blocks = 0;
+};
+
+// Owns an Engine and drives it on one thread: the engine is single-threaded by design, and every
+// other thread (gRPC handlers, HTTP handlers) talks to it through this loop.
+class EngineLoop {
+ public:
+  EngineLoop(std::unique_ptr<engine::Engine> engine, const EngineLoopOptions& options);
+  // Finishes every in-flight request as cancelled, then joins the thread.
+  ~EngineLoop();
+  EngineLoop(const EngineLoop&) = delete;
+  EngineLoop& operator=(const EngineLoop&) = delete;
+
+  // Queues a request. The engine's validation errors come back here, synchronously, and a
+  // rejected request leaves nothing behind.
+  absl::Status Submit(const std::string& request_id, std::vector<std::int32_t> prompt,
+                      const engine::SamplingParams& params, UpdateSink sink);
+  // Idempotent; unknown ids are ignored (the request may have just finished).
+  void Cancel(const std::string& request_id);
+
+  // Runs `fn` on the loop thread between steps and returns its status (KV import/export and
+  // other operations that must not race a step).
+  absl::Status RunOnLoop(std::function<absl::Status(engine::Engine&)> fn);
+
+  LoopLoad load() const;
+  const model::ModelConfig& model_config() const { return model_config_; }
+
+ private:
+  using Task = std::function<void()>;
+  void Run();
+  bool Post(Task task);  // false once the loop is stopping
+  void Dispatch(const std::vector<engine::StepOutput>& outputs);
+  void FailAll(const std::string& error);
+  void PublishLoad();
+
+  std::unique_ptr<engine::Engine> engine_;
+  const EngineLoopOptions options_;
+  const model::ModelConfig model_config_;
+
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  std::deque<Task> tasks_;
+  bool stopping_ = false;
+  LoopLoad load_;
+
+  // Loop-thread only.
+  struct Active {
+    UpdateSink sink;
+    int completion_tokens = 0;
+  };
+  absl::flat_hash_map<std::string, Active> active_;
+
+  std::thread thread_;
+};
+
+}  // namespace tandem::serving

@@ -1,0 +1,138 @@
+#include "tandem/serving/engine_loop.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+
+#include "counting_model.h"
+#include "gtest/gtest.h"
+#include "tandem/kernels/backend.h"
+
+namespace tandem::serving {
+namespace {
+
+using std::chrono::seconds;
+
+// Collects one request's updates and lets the test wait for its end.
+class Collector {
+ public:
+  UpdateSink sink() {
+    return [this](const RequestUpdate& u) {
+      std::lock_guard<std::mutex> lock(mu_);
+      tokens_.insert(tokens_.end(), u.new_tokens.begin(), u.new_tokens.end());
+      if (u.finished) {
+        finished_ = true;
+        last_ = u;
+      }
+      cv_.notify_all();
+    };
+  }
+  bool WaitFinished(seconds timeout = seconds(10)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return finished_; });
+  }
+  bool WaitTokens(std::size_t n, seconds timeout = seconds(10)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return tokens_.size() >= n || finished_; });
+  }
+  std::vector<std::int32_t> tokens() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return tokens_;
+  }
+  RequestUpdate last() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::int32_t> tokens_;
+  bool finished_ = false;
+  RequestUpdate last_;
+};
+
+class EngineLoopTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<EngineLoop> MakeLoop(int max_in_flight = 16) {
+    engine::EngineConfig cfg;
+    cfg.block_size = 4;
+    cfg.num_blocks = 256;
+    auto engine = engine::Engine::Create(&model_, backend_.get(), cfg);
+    EXPECT_TRUE(engine.ok()) << engine.status();
+    return std::make_unique<EngineLoop>(std::move(*engine), EngineLoopOptions{max_in_flight});
+  }
+  engine::SamplingParams Greedy(int max_tokens) {
+    engine::SamplingParams p;
+    p.temperature = 0;
+    p.max_tokens = max_tokens;
+    p.ignore_eos = true;
+    return p;
+  }
+
+  // 1 ms per step: a 200-token request runs long enough to be cancelled or shut down mid-way.
+  testing::CountingModel model_{64, 256, std::chrono::milliseconds(1)};
+  std::unique_ptr<kernels::Backend> backend_ = kernels::CreateCpuBackend({1});
+};
+
+TEST_F(EngineLoopTest, StreamsEveryRequestsTokensToItsOwnSink) {
+  Collector a, b;  // declared first: sinks must outlive the loop that calls them
+  auto loop = MakeLoop();
+  ASSERT_TRUE(loop->Submit("a", {5, 6}, Greedy(4), a.sink()).ok());
+  ASSERT_TRUE(loop->Submit("b", {20}, Greedy(3), b.sink()).ok());
+  ASSERT_TRUE(a.WaitFinished());
+  ASSERT_TRUE(b.WaitFinished());
+  EXPECT_EQ(a.tokens(), (std::vector<std::int32_t>{7, 8, 9, 10}));
+  EXPECT_EQ(b.tokens(), (std::vector<std::int32_t>{21, 22, 23}));
+  EXPECT_EQ(a.last().finish_reason, engine::FinishReason::kLength);
+  EXPECT_EQ(a.last().prompt_tokens, 2);
+  EXPECT_EQ(a.last().completion_tokens, 4);
+  EXPECT_EQ(loop->load().in_flight, 0);
+}
+
+TEST_F(EngineLoopTest, EngineValidationErrorsComeBackSynchronouslyAndLeaveNoState) {
+  Collector c, ok;
+  auto loop = MakeLoop();
+  EXPECT_EQ(loop->Submit("bad", {}, Greedy(4), c.sink()).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(loop->Submit("bad", {9999}, Greedy(4), c.sink()).code(),
+            absl::StatusCode::kInvalidArgument);
+  // The id is free again: nothing was left behind.
+  EXPECT_TRUE(loop->Submit("bad", {1}, Greedy(1), ok.sink()).ok());
+  EXPECT_TRUE(ok.WaitFinished());
+}
+
+TEST_F(EngineLoopTest, CancelEndsTheStreamAsCancelled) {
+  Collector c;
+  auto loop = MakeLoop();
+  ASSERT_TRUE(loop->Submit("long", {1}, Greedy(200), c.sink()).ok());
+  ASSERT_TRUE(c.WaitTokens(2));
+  loop->Cancel("long");
+  ASSERT_TRUE(c.WaitFinished());
+  EXPECT_EQ(c.last().finish_reason, engine::FinishReason::kCancelled);
+  EXPECT_LT(c.tokens().size(), 200u);
+  loop->Cancel("long");  // idempotent, and unknown ids are fine
+  loop->Cancel("never-existed");
+}
+
+TEST_F(EngineLoopTest, FullQueueAnswersResourceExhausted) {
+  Collector a, b, c;
+  auto loop = MakeLoop(/*max_in_flight=*/2);
+  ASSERT_TRUE(loop->Submit("a", {1}, Greedy(200), a.sink()).ok());
+  ASSERT_TRUE(loop->Submit("b", {1}, Greedy(200), b.sink()).ok());
+  EXPECT_EQ(loop->Submit("c", {1}, Greedy(1), c.sink()).code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
+TEST_F(EngineLoopTest, ShutdownFinishesInFlightRequestsAsCancelled) {
+  Collector c;
+  {
+    auto loop = MakeLoop();
+    ASSERT_TRUE(loop->Submit("x", {1}, Greedy(200), c.sink()).ok());
+  }
+  ASSERT_TRUE(c.WaitFinished(seconds(1)));
+  EXPECT_NE(c.last().finish_reason, engine::FinishReason::kNone);
+}
+
+}  // namespace
+}  // namespace tandem::serving
