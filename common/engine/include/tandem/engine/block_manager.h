@@ -1,0 +1,115 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "tandem/kernels/backend.h"
+#include "tandem/model/model.h"
+
+namespace tandem::engine {
+
+// What the KV-cache tiers and the router learn about the device cache: a full block became
+// reusable under `block_hash`, or that block's memory was reclaimed.
+struct KvCacheEvent {
+  enum class Kind : std::uint8_t { kStored, kEvicted };
+  Kind kind = Kind::kStored;
+  std::uint64_t block_hash = 0;
+  std::uint64_t parent_hash = 0;  // 0 for a sequence's first block
+  std::int32_t block_id = 0;
+};
+using KvCacheEventListener = std::function<void(const KvCacheEvent&)>;
+
+// One sequence's view of the pool. Owned by the sequence, mutated only by the BlockManager.
+struct BlockTable {
+  std::vector<std::int32_t> blocks;
+  // Chained hashes of the leading full blocks already registered (or reused): hashes[i] belongs
+  // to blocks[i]. Blocks past hashes.size() are private to the sequence.
+  std::vector<std::uint64_t> hashes;
+};
+
+struct BlockManagerConfig {
+  int block_size = 16;
+  int num_blocks = 0;
+  bool enable_prefix_caching = true;
+};
+
+// The paged KV pool: owns the memory (laid out as model::KvStorage describes), hands out blocks,
+// reference-counts blocks shared between sequences, and keeps freed full blocks cached under
+// their chained hash (evictable, least recently freed first) until their memory is needed.
+class BlockManager {
+ public:
+  static absl::StatusOr<std::unique_ptr<BlockManager>> Create(const BlockManagerConfig& config,
+                                                              const model::KvLayout& layout,
+                                                              kernels::Backend* backend);
+  ~BlockManager();
+  BlockManager(const BlockManager&) = delete;
+  BlockManager& operator=(const BlockManager&) = delete;
+
+  const model::KvStorage& storage() const { return storage_; }
+  int block_size() const { return config_.block_size; }
+  int num_blocks() const { return config_.num_blocks; }
+  // Blocks an allocation can take: never used, or cached with no user (evictable).
+  int num_free_blocks() const { return static_cast<int>(free_.size() + evictable_.size()); }
+  int num_cached_blocks() const { return static_cast<int>(cached_.size()); }
+  int BlocksFor(int num_tokens) const {
+    return (num_tokens + config_.block_size - 1) / config_.block_size;
+  }
+
+  void SetEventListener(KvCacheEventListener listener) { listener_ = std::move(listener); }
+
+  // A cached prefix of `tokens` a new sequence can reuse: full blocks only, and never the block
+  // holding the last token (one token must be computed to produce logits).
+  struct PrefixMatch {
+    std::vector<std::int32_t> blocks;
+    std::vector<std::uint64_t> hashes;
+    int num_evictable = 0;  // of `blocks`, how many currently have no user (count as free)
+  };
+  PrefixMatch FindCachedPrefix(std::span<const std::int32_t> tokens) const;
+
+  // Attaches a match to an empty table (reference counts up); returns the cached token count.
+  int AcquirePrefix(const PrefixMatch& match, BlockTable* table);
+
+  // Grows `table` to hold `num_tokens` tokens. All or nothing: ResourceExhausted leaves the
+  // table and pool unchanged.
+  absl::Status EnsureCapacity(BlockTable* table, int num_tokens);
+
+  // Registers the full blocks among the first `num_computed` tokens of `tokens` (whose KV is now
+  // written) in the prefix cache. No-op without prefix caching.
+  void CommitComputedBlocks(std::span<const std::int32_t> tokens, int num_computed,
+                            BlockTable* table);
+
+  // Drops the sequence's references and empties the table. Tail blocks are released first so
+  // they are evicted before the shared prefix they extend.
+  void Release(BlockTable* table);
+
+ private:
+  struct BlockMeta {
+    int ref_count = 0;
+    bool hashed = false;
+    std::uint64_t hash = 0;
+    std::uint64_t parent_hash = 0;
+    std::list<std::int32_t>::iterator lru_pos;  // valid while evictable
+  };
+
+  BlockManager(const BlockManagerConfig& config, model::KvStorage storage,
+               kernels::Backend* backend);
+  std::int32_t TakeBlock();
+  void Emit(KvCacheEvent::Kind kind, const BlockMeta& meta, std::int32_t block);
+
+  BlockManagerConfig config_;
+  model::KvStorage storage_;
+  kernels::Backend* backend_;
+  std::vector<BlockMeta> meta_;
+  std::vector<std::int32_t> free_;            // never-hashed blocks, used as a stack
+  std::list<std::int32_t> evictable_;         // hashed, unused; front = least recently freed
+  absl::flat_hash_map<std::uint64_t, std::int32_t> cached_;  // hash -> block
+  KvCacheEventListener listener_;
+};
+
+}  // namespace tandem::engine

@@ -1,0 +1,129 @@
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "tandem/engine/block_manager.h"
+#include "tandem/engine/sampling.h"
+#include "tandem/kernels/backend.h"
+#include "tandem/model/model.h"
+
+namespace tandem::engine {
+
+struct EngineConfig {
+  int block_size = 16;
+  // Size of the KV pool: num_blocks when > 0, else as many blocks as kv_cache_bytes holds.
+  int num_blocks = 0;
+  std::int64_t kv_cache_bytes = 256LL << 20;
+  int max_num_seqs = 64;
+  // Tokens per forward step (decode tokens plus prefill chunks); long prompts are prefilled in
+  // chunks so decodes keep flowing.
+  int max_batch_tokens = 2048;
+  bool enable_prefix_caching = true;
+};
+
+enum class FinishReason : std::uint8_t { kNone, kStop, kLength, kCancelled, kError };
+const char* FinishReasonName(FinishReason reason);
+
+// What one Step() produced for one request.
+struct StepOutput {
+  std::string request_id;
+  std::vector<std::int32_t> new_tokens;  // includes a stop token that ended the request
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::kNone;
+  std::string error;  // set when finish_reason == kError
+  int prompt_tokens = 0;
+  // Prompt tokens whose KV came from the prefix cache on first admission.
+  int cached_tokens = 0;
+};
+
+struct GenerateResult {
+  std::vector<std::int32_t> tokens;
+  FinishReason finish_reason = FinishReason::kNone;
+  int prompt_tokens = 0;
+  int cached_tokens = 0;
+};
+
+struct EngineStats {
+  int num_waiting = 0;
+  int num_running = 0;
+  int num_free_blocks = 0;
+  int num_blocks = 0;
+  std::int64_t num_preemptions = 0;
+  std::int64_t num_steps = 0;
+};
+
+// Continuous-batching engine over one model. Not thread-safe: one caller drives Step().
+//
+//   TANDEM_ASSIGN_OR_RETURN(auto engine, Engine::Create(model, backend, EngineConfig{}));
+//   TANDEM_RETURN_IF_ERROR(engine->AddRequest("r1", prompt_ids, params));
+//   while (engine->HasPendingWork()) { TANDEM_ASSIGN_OR_RETURN(auto outs, engine->Step()); ... }
+class Engine {
+ public:
+  // `model` and `backend` must outlive the engine; the KV pool is allocated on `backend`.
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(model::Model* model,
+                                                        kernels::Backend* backend,
+                                                        const EngineConfig& config);
+  ~Engine();
+
+  // Queues a request (FCFS). InvalidArgument for an empty prompt, ids outside the vocabulary,
+  // prompt + max_tokens beyond the model's context or the KV pool, or bad sampling params;
+  // AlreadyExists for an id in flight. A rejected request leaves no state behind.
+  absl::Status AddRequest(const std::string& request_id, std::span<const std::int32_t> prompt,
+                          const SamplingParams& params);
+
+  // Stops a request and frees its blocks; the next Step() reports it finished (kCancelled).
+  absl::Status Cancel(const std::string& request_id);
+
+  // Runs one forward pass over a mixed batch: decode tokens of running sequences first, then
+  // prefill chunks of partially prefilled and waiting sequences within max_batch_tokens.
+  absl::StatusOr<std::vector<StepOutput>> Step();
+
+  bool HasPendingWork() const;
+  EngineStats stats() const;
+  BlockManager& block_manager() { return *blocks_; }
+  const model::ModelConfig& model_config() const { return model_->config(); }
+
+  // Runs one request to completion on an otherwise idle engine (FailedPrecondition otherwise).
+  // The request id seeds sampling when params.seed is absent.
+  absl::StatusOr<GenerateResult> Generate(std::span<const std::int32_t> prompt,
+                                          const SamplingParams& params,
+                                          const std::string& request_id = "generate");
+
+ private:
+  struct Sequence;
+  struct ScheduledChunk {
+    Sequence* seq;
+    int num_tokens;
+  };
+
+  Engine(model::Model* model, const EngineConfig& config, std::unique_ptr<BlockManager> blocks);
+  std::vector<ScheduledChunk> Schedule();
+  bool ScheduleRunning(Sequence* seq, int* budget, std::vector<ScheduledChunk>* batch);
+  bool TryAdmit(Sequence* seq, int* budget, std::vector<ScheduledChunk>* batch);
+  void Preempt(Sequence* victim, int* budget, std::vector<ScheduledChunk>* batch);
+  int BlocksReservedForNextStep(const std::vector<ScheduledChunk>& batch) const;
+  void Finish(Sequence* seq, FinishReason reason, std::string error,
+              std::vector<StepOutput>* outputs);
+  void Retire(Sequence* seq);  // frees its blocks and forgets it
+  StepOutput MakeOutput(const Sequence& seq) const;
+  void Sample(Sequence* seq, std::span<float> logits, StepOutput* out);
+
+  model::Model* model_;
+  EngineConfig config_;
+  std::unique_ptr<BlockManager> blocks_;
+  absl::flat_hash_map<std::string, std::unique_ptr<Sequence>> sequences_;
+  std::deque<Sequence*> waiting_;   // FCFS; preempted sequences go back to the front
+  std::vector<Sequence*> running_;  // admission order
+  std::vector<StepOutput> pending_outputs_;  // cancellations reported by the next Step()
+  std::int64_t num_preemptions_ = 0;
+  std::int64_t num_steps_ = 0;
+};
+
+}  // namespace tandem::engine

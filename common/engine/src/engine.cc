@@ -1,0 +1,269 @@
+#include "tandem/engine/engine.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "sequence.h"
+#include "tandem/base/hash.h"
+#include "tandem/base/status_macros.h"
+
+namespace tandem::engine {
+namespace {
+
+std::uint64_t SeedFromRequestId(const std::string& id) {
+  return StableHash64({reinterpret_cast<const std::uint8_t*>(id.data()), id.size()}, 0);
+}
+
+absl::Status ValidateConfig(const EngineConfig& c) {
+  if (c.block_size < 1) return absl::InvalidArgumentError("block_size must be >= 1");
+  if (c.max_num_seqs < 1) return absl::InvalidArgumentError("max_num_seqs must be >= 1");
+  if (c.max_batch_tokens < 1) return absl::InvalidArgumentError("max_batch_tokens must be >= 1");
+  if (c.num_blocks < 0) return absl::InvalidArgumentError("num_blocks must be >= 0");
+  if (c.num_blocks == 0 && c.kv_cache_bytes <= 0) {
+    return absl::InvalidArgumentError("set num_blocks or a positive kv_cache_bytes");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+const char* FinishReasonName(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kNone: return "none";
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kError: return "error";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(model::Model* model,
+                                                       kernels::Backend* backend,
+                                                       const EngineConfig& config) {
+  if (model == nullptr) return absl::InvalidArgumentError("Engine needs a model");
+  TANDEM_RETURN_IF_ERROR(ValidateConfig(config));
+  const model::KvLayout layout = model->kv_layout();
+  BlockManagerConfig bm;
+  bm.block_size = config.block_size;
+  bm.enable_prefix_caching = config.enable_prefix_caching;
+  bm.num_blocks = config.num_blocks;
+  if (bm.num_blocks == 0) {
+    const std::int64_t block_bytes = static_cast<std::int64_t>(sizeof(float)) * config.block_size *
+                                     layout.num_layers * layout.floats_per_token;
+    if (block_bytes <= 0) return absl::InvalidArgumentError("model reports an empty KV layout");
+    const std::int64_t n = config.kv_cache_bytes / block_bytes;
+    if (n < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("kv_cache_bytes ", config.kv_cache_bytes,
+                                                     " is below one KV block (", block_bytes,
+                                                     " bytes)"));
+    }
+    bm.num_blocks = static_cast<int>(std::min<std::int64_t>(n, 1 << 30));
+  }
+  TANDEM_ASSIGN_OR_RETURN(auto blocks, BlockManager::Create(bm, layout, backend));
+  return std::unique_ptr<Engine>(new Engine(model, config, std::move(blocks)));
+}
+
+Engine::Engine(model::Model* model, const EngineConfig& config,
+               std::unique_ptr<BlockManager> blocks)
+    : model_(model), config_(config), blocks_(std::move(blocks)) {}
+
+Engine::~Engine() = default;
+
+absl::Status Engine::AddRequest(const std::string& request_id,
+                                std::span<const std::int32_t> prompt,
+                                const SamplingParams& params) {
+  const model::ModelConfig& mc = model_->config();
+  if (request_id.empty()) return absl::InvalidArgumentError("request id is empty");
+  if (sequences_.contains(request_id)) {
+    return absl::AlreadyExistsError(absl::StrCat("request ", request_id, " is already in flight"));
+  }
+  if (prompt.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("request ", request_id, ": prompt is empty"));
+  }
+  for (std::size_t i = 0; i < prompt.size(); ++i) {
+    if (prompt[i] < 0 || prompt[i] >= mc.vocab_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("request ", request_id, ": prompt token ", i, " is ", prompt[i],
+                       ", outside the vocabulary [0, ", mc.vocab_size, ")"));
+    }
+  }
+  if (absl::Status s = ValidateSamplingParams(params, mc.vocab_size); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("request ", request_id, ": ", s.message()));
+  }
+  const std::int64_t total = static_cast<std::int64_t>(prompt.size()) + params.max_tokens;
+  if (mc.max_position_embeddings > 0 && total > mc.max_position_embeddings) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request ", request_id, ": prompt (", prompt.size(), " tokens) + max_tokens (",
+        params.max_tokens, ") = ", total, " exceeds the model context of ",
+        mc.max_position_embeddings, " tokens"));
+  }
+  // The last generated token is never fed back, so its KV needs no slot.
+  const std::int64_t kv_tokens = total - 1;
+  const std::int64_t pool_tokens =
+      static_cast<std::int64_t>(blocks_->num_blocks()) * blocks_->block_size();
+  if (kv_tokens > pool_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request ", request_id, ": needs KV for ", kv_tokens, " tokens but the whole pool holds ",
+        pool_tokens));
+  }
+
+  auto seq = std::make_unique<Sequence>();
+  seq->id = request_id;
+  seq->tokens.assign(prompt.begin(), prompt.end());
+  seq->tokens.reserve(total);
+  seq->prompt_len = static_cast<int>(prompt.size());
+  seq->params = params;
+  seq->seed = params.seed.has_value() ? *params.seed : SeedFromRequestId(request_id);
+  waiting_.push_back(seq.get());
+  sequences_.emplace(request_id, std::move(seq));
+  return absl::OkStatus();
+}
+
+absl::Status Engine::Cancel(const std::string& request_id) {
+  auto it = sequences_.find(request_id);
+  if (it == sequences_.end()) {
+    return absl::NotFoundError(absl::StrCat("request ", request_id, " is not in flight"));
+  }
+  Finish(it->second.get(), FinishReason::kCancelled, "", &pending_outputs_);
+  return absl::OkStatus();
+}
+
+StepOutput Engine::MakeOutput(const Sequence& seq) const {
+  StepOutput out;
+  out.request_id = seq.id;
+  out.prompt_tokens = seq.prompt_len;
+  out.cached_tokens = seq.cached_tokens;
+  return out;
+}
+
+void Engine::Finish(Sequence* seq, FinishReason reason, std::string error,
+                    std::vector<StepOutput>* outputs) {
+  StepOutput out = MakeOutput(*seq);
+  out.finished = true;
+  out.finish_reason = reason;
+  out.error = std::move(error);
+  outputs->push_back(std::move(out));
+  Retire(seq);
+}
+
+void Engine::Retire(Sequence* seq) {
+  blocks_->Release(&seq->table);
+  if (seq->running) {
+    running_.erase(std::find(running_.begin(), running_.end(), seq));
+  } else {
+    waiting_.erase(std::find(waiting_.begin(), waiting_.end(), seq));
+  }
+  sequences_.erase(seq->id);  // destroys seq
+}
+
+void Engine::Sample(Sequence* seq, std::span<float> logits, StepOutput* out) {
+  const TokenHistory history{seq->prompt(), seq->generated()};
+  const std::int32_t token = SampleToken(seq->params, seq->seed,
+                                         static_cast<std::uint64_t>(seq->num_generated()),
+                                         history, logits);
+  seq->tokens.push_back(token);
+  out->new_tokens.push_back(token);
+  const SamplingParams& p = seq->params;
+  const bool stop = std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) !=
+                        p.stop_token_ids.end() ||
+                    (!p.ignore_eos && token == model_->config().eos_token_id);
+  if (stop) {
+    out->finish_reason = FinishReason::kStop;
+  } else if (seq->num_generated() >= p.max_tokens) {
+    out->finish_reason = FinishReason::kLength;
+  }
+  out->finished = out->finish_reason != FinishReason::kNone;
+}
+
+absl::StatusOr<std::vector<StepOutput>> Engine::Step() {
+  std::vector<StepOutput> outputs = std::move(pending_outputs_);
+  pending_outputs_.clear();
+  const std::vector<ScheduledChunk> batch = Schedule();
+  if (batch.empty()) return outputs;
+  ++num_steps_;
+
+  std::vector<model::SequenceChunk> chunks;
+  chunks.reserve(batch.size());
+  int logit_rows = 0;
+  for (const ScheduledChunk& c : batch) {
+    model::SequenceChunk chunk;
+    chunk.tokens = std::span<const std::int32_t>(c.seq->tokens).subspan(c.seq->num_computed,
+                                                                       c.num_tokens);
+    chunk.start_pos = c.seq->num_computed;
+    chunk.block_table = c.seq->table.blocks;
+    const bool completes = c.seq->num_computed + c.num_tokens ==
+                           static_cast<int>(c.seq->tokens.size());
+    chunk.logits = completes ? model::LogitsMode::kLast : model::LogitsMode::kNone;
+    logit_rows += completes ? 1 : 0;
+    chunks.push_back(chunk);
+  }
+
+  std::vector<float> logits;
+  const std::size_t vocab = model_->config().vocab_size;
+  absl::Status status = model_->Forward(chunks, blocks_->storage(), &logits);
+  if (status.ok() && logits.size() != vocab * logit_rows) {
+    status = absl::InternalError(absl::StrCat("model returned ", logits.size(),
+                                              " logits, expected ", vocab * logit_rows));
+  }
+  if (!status.ok()) {
+    // The KV these chunks wrote is suspect: end the requests rather than serve wrong tokens.
+    for (const ScheduledChunk& c : batch) {
+      Finish(c.seq, FinishReason::kError, std::string(status.message()), &outputs);
+    }
+    return outputs;
+  }
+
+  std::size_t row = 0;
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    Sequence* seq = batch[i].seq;
+    seq->num_computed += batch[i].num_tokens;
+    blocks_->CommitComputedBlocks(seq->tokens, seq->num_computed, &seq->table);
+    if (chunks[i].logits != model::LogitsMode::kLast) continue;
+    StepOutput out = MakeOutput(*seq);
+    Sample(seq, std::span<float>(logits).subspan(row * vocab, vocab), &out);
+    ++row;
+    outputs.push_back(std::move(out));
+    if (outputs.back().finished) Retire(seq);
+  }
+  return outputs;
+}
+
+bool Engine::HasPendingWork() const { return !sequences_.empty() || !pending_outputs_.empty(); }
+
+EngineStats Engine::stats() const {
+  EngineStats s;
+  s.num_waiting = static_cast<int>(waiting_.size());
+  s.num_running = static_cast<int>(running_.size());
+  s.num_free_blocks = blocks_->num_free_blocks();
+  s.num_blocks = blocks_->num_blocks();
+  s.num_preemptions = num_preemptions_;
+  s.num_steps = num_steps_;
+  return s;
+}
+
+absl::StatusOr<GenerateResult> Engine::Generate(std::span<const std::int32_t> prompt,
+                                                const SamplingParams& params,
+                                                const std::string& request_id) {
+  if (HasPendingWork()) {
+    return absl::FailedPreconditionError("Generate needs an idle engine; use AddRequest/Step");
+  }
+  TANDEM_RETURN_IF_ERROR(AddRequest(request_id, prompt, params));
+  GenerateResult result;
+  while (HasPendingWork()) {
+    TANDEM_ASSIGN_OR_RETURN(std::vector<StepOutput> outs, Step());
+    for (StepOutput& out : outs) {
+      result.tokens.insert(result.tokens.end(), out.new_tokens.begin(), out.new_tokens.end());
+      result.prompt_tokens = out.prompt_tokens;
+      result.cached_tokens = out.cached_tokens;
+      if (out.finish_reason == FinishReason::kError) {
+        return absl::InternalError(absl::StrCat("generation failed: ", out.error));
+      }
+      if (out.finished) result.finish_reason = out.finish_reason;
+    }
+  }
+  return result;
+}
+
+}  // namespace tandem::engine
