@@ -1,0 +1,30 @@
+#pragma once
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "grpcpp/support/status.h"
+#include "tandem/engine/engine.h"
+#include "tandem/engine/sampling.h"
+#include "tandem/v1/common.pb.h"
+
+namespace tandem::rpc {
+
+inline constexpr std::uint32_t kApiMajor = 1;
+inline constexpr std::uint32_t kApiMinor = 0;
+
+v1::ApiVersion CurrentVersion();
+// FailedPrecondition when the peer speaks another major version; newer minors are accepted
+// (their additions are unknown fields to us).
+absl::Status CheckVersion(const v1::ApiVersion& peer);
+
+grpc::Status ToGrpc(const absl::Status& status);
+absl::Status FromGrpc(const grpc::Status& status);
+
+v1::SamplingParams ToProto(const engine::SamplingParams& params);
+// Range checks happen in the engine (ValidateSamplingParams); this only maps fields.
+engine::SamplingParams FromProto(const v1::SamplingParams& params);
+
+v1::FinishReason ToProto(engine::FinishReason reason);
+engine::FinishReason FromProto(v1::FinishReason reason);
+
+}  // namespace tandem::rpc
