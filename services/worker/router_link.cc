@@ -1,0 +1,76 @@
+#include "router_link.h"
+
+#include <algorithm>
+
+#include "grpcpp/create_channel.h"
+#include "tandem/rpc/conversions.h"
+
+namespace tandem::worker {
+
+RouterLink::RouterLink(std::string router_address, v1::WorkerInfo info, int heartbeat_ms,
+                       LoadFn load)
+    : router_address_(std::move(router_address)),
+      info_(std::move(info)),
+      heartbeat_ms_(heartbeat_ms),
+      load_(std::move(load)),
+      stub_(v1::RouterControl::NewStub(
+          grpc::CreateChannel(router_address_, grpc::InsecureChannelCredentials()))),
+      thread_([this] { Run(); }) {}
+
+RouterLink::~RouterLink() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+bool RouterLink::SleepFor(std::chrono::milliseconds d) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return !cv_.wait_for(lock, d, [&] { return stopping_; });
+}
+
+bool RouterLink::Register() {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  v1::RegisterWorkerRequest req;
+  *req.mutable_version() = rpc::CurrentVersion();
+  *req.mutable_worker() = info_;
+  v1::RegisterWorkerResponse resp;
+  if (!stub_->RegisterWorker(&ctx, req, &resp).ok()) return false;
+  if (resp.heartbeat_interval_ms() > 0) heartbeat_ms_ = static_cast<int>(resp.heartbeat_interval_ms());
+  return true;
+}
+
+bool RouterLink::Heartbeat() {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  v1::HeartbeatRequest req;
+  req.set_worker_id(info_.worker_id());
+  req.set_incarnation(info_.incarnation());
+  *req.mutable_load() = load_();
+  v1::HeartbeatResponse resp;
+  if (!stub_->Heartbeat(&ctx, req, &resp).ok()) return false;
+  return !resp.reregister();
+}
+
+void RouterLink::Run() {
+  auto backoff = std::chrono::milliseconds(100);
+  for (;;) {
+    if (!registered_.load()) {
+      if (Register()) {
+        registered_ = true;
+        backoff = std::chrono::milliseconds(100);
+      } else {
+        if (!SleepFor(backoff)) return;
+        backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
+        continue;
+      }
+    }
+    if (!SleepFor(std::chrono::milliseconds(heartbeat_ms_))) return;
+    if (!Heartbeat()) registered_ = false;
+  }
+}
+
+}  // namespace tandem::worker

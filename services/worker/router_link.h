@@ -1,0 +1,44 @@
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "tandem/v1/router_control.grpc.pb.h"
+
+namespace tandem::worker {
+
+// Keeps this worker registered with the router: registers, heartbeats with the current load, and
+// re-registers when the router says it does not know us (it restarted) or after errors, with
+// capped backoff. Runs on its own thread; stops in the destructor.
+class RouterLink {
+ public:
+  using LoadFn = std::function<v1::WorkerLoad()>;
+  RouterLink(std::string router_address, v1::WorkerInfo info, int heartbeat_ms, LoadFn load);
+  ~RouterLink();
+
+  bool registered() const { return registered_.load(); }
+
+ private:
+  void Run();
+  bool Register();
+  bool Heartbeat();
+  bool SleepFor(std::chrono::milliseconds d);  // false when stopping
+
+  const std::string router_address_;
+  const v1::WorkerInfo info_;
+  int heartbeat_ms_;
+  const LoadFn load_;
+  std::unique_ptr<v1::RouterControl::Stub> stub_;
+  std::atomic<bool> registered_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace tandem::worker

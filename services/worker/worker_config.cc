@@ -1,0 +1,37 @@
+#include "worker_config.h"
+
+namespace tandem::worker {
+
+void BindWorkerFlags(config::FlagSet* f, WorkerConfig* c) {
+  f->String("model", &c->model, "checkpoint directory (llama2.c or Hugging Face)", "TANDEM_MODEL");
+  f->String("served-model-name", &c->served_model_name, "model name reported to the router",
+            "TANDEM_SERVED_MODEL_NAME");
+  f->String("listen", &c->listen, "gRPC listen address host:port (port 0: ephemeral)",
+            "TANDEM_LISTEN");
+  f->String("advertise-host", &c->advertise_host, "host the router and peers use to reach us",
+            "TANDEM_ADVERTISE_HOST");
+  f->String("router", &c->router, "router control address host:port (empty: standalone)",
+            "TANDEM_ROUTER");
+  f->String("worker-id", &c->worker_id, "stable worker id (default: role@host:port)",
+            "TANDEM_WORKER_ID");
+  f->String("port-file", &c->port_file, "write the bound gRPC port to this file",
+            "TANDEM_PORT_FILE");
+  f->Int("threads", &c->threads, "compute threads (0: all cores)", "TANDEM_THREADS");
+  f->Int("block-size", &c->block_size, "tokens per KV block", "TANDEM_BLOCK_SIZE");
+  f->Int64("kv-cache-mb", &c->kv_cache_mb, "KV pool size in MiB", "TANDEM_KV_CACHE_MB");
+  f->Int("max-num-seqs", &c->max_num_seqs, "sequences batched per step", "TANDEM_MAX_NUM_SEQS");
+  f->Int("max-batch-tokens", &c->max_batch_tokens, "tokens per step (chunked prefill budget)",
+         "TANDEM_MAX_BATCH_TOKENS");
+  f->Int("max-in-flight", &c->max_in_flight, "requests admitted before RESOURCE_EXHAUSTED",
+         "TANDEM_MAX_IN_FLIGHT");
+  f->Bool("prefix-caching", &c->prefix_caching, "reuse KV blocks of shared prefixes",
+          "TANDEM_PREFIX_CACHING");
+  f->Int("heartbeat-ms", &c->heartbeat_ms, "heartbeat interval to the router",
+         "TANDEM_HEARTBEAT_MS");
+  f->Int("handoff-lease-ms", &c->handoff_lease_ms,
+         "KV blocks reserved for a handoff are reclaimed after this", "TANDEM_HANDOFF_LEASE_MS");
+  f->String("ucx-transports", &c->ucx_transports, "UCX transports (UCX_TLS syntax)",
+            "TANDEM_UCX_TRANSPORTS");
+}
+
+}  // namespace tandem::worker

@@ -1,0 +1,35 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tandem/config/flags.h"
+#include "tandem/v1/common.pb.h"
+
+namespace tandem::worker {
+
+struct WorkerConfig {
+  v1::WorkerRole role = v1::WORKER_ROLE_COMBINED;
+  std::string model;                 // checkpoint directory
+  std::string served_model_name;     // default: the directory's name
+  std::string listen = "127.0.0.1:0";  // gRPC address; port 0 picks a free port
+  std::string advertise_host = "127.0.0.1";  // host the router and peers dial
+  std::string router;                // router control address; empty: run standalone
+  std::string worker_id;             // default: role-host-port
+  std::string port_file;             // when set, the bound port is written here (for scripts)
+  int threads = 0;                   // compute threads (0: all cores)
+  int block_size = 16;
+  std::int64_t kv_cache_mb = 256;
+  int max_num_seqs = 64;
+  int max_batch_tokens = 2048;
+  int max_in_flight = 256;           // beyond: RESOURCE_EXHAUSTED (router answers 429)
+  bool prefix_caching = true;
+  int heartbeat_ms = 1000;
+  int handoff_lease_ms = 10000;      // KV reserved for a handoff is reclaimed after this
+  std::string ucx_transports;        // UCX_TLS syntax; empty: UCX default
+};
+
+// Binds every field to a flag with a TANDEM_* environment fallback.
+void BindWorkerFlags(config::FlagSet* flags, WorkerConfig* config);
+
+}  // namespace tandem::worker
