@@ -3,9 +3,12 @@
 // Helpers shared by the tests that run the Hugging Face fixtures of tests/fixtures/ (made by
 // tools/fixtures/make_hf_fixtures.py).
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <numeric>
 #include <sstream>
@@ -87,5 +90,72 @@ struct TestKv {
   std::vector<float> floats;
   KvStorage storage;
 };
+
+}  // namespace tandem::model::testing
+
+#include <filesystem>
+#include <functional>
+
+namespace tandem::model::testing {
+
+// A private copy of a fixture directory that a test may corrupt.
+inline std::string CopyFixture(const std::string& name, const std::string& tag) {
+  namespace fs = std::filesystem;
+  const fs::path dst = fs::temp_directory_path() /
+                       ("tandem_" + name + "_" + tag + "_" + std::to_string(::getpid()));
+  fs::remove_all(dst);
+  fs::copy(FixtureDir(name), dst, fs::copy_options::recursive);
+  return dst.string();
+}
+
+inline std::string ReadBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+inline void WriteBytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// Assembles a safetensors file: 8-byte little-endian header length, JSON header padded with
+// spaces to 8 bytes (keeps the data aligned), data section.
+inline std::string SafetensorsBytes(const nlohmann::json& header, const std::string& data) {
+  std::string h = header.dump();
+  while ((h.size() + 8) % 8 != 0) h.push_back(' ');
+  std::string out(8, '\0');
+  std::uint64_t n = h.size();
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  return out + h + data;
+}
+
+struct SafetensorsParts {
+  nlohmann::json header;
+  std::string data;
+};
+
+inline SafetensorsParts SplitSafetensors(const std::string& bytes) {
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<std::uint8_t>(bytes[i]);
+  return {nlohmann::json::parse(bytes.substr(8, n)), bytes.substr(8 + n)};
+}
+
+// Rewrites a safetensors file's header (the data section is kept byte for byte).
+inline void EditSafetensorsHeader(const std::string& path,
+                                  const std::function<void(nlohmann::json&)>& edit) {
+  SafetensorsParts parts = SplitSafetensors(ReadBytes(path));
+  edit(parts.header);
+  WriteBytes(path, SafetensorsBytes(parts.header, parts.data));
+}
+
+// Overwrites the first element of an F32 tensor.
+inline void PokeFirstFloat(const std::string& path, const std::string& tensor, float value) {
+  SafetensorsParts parts = SplitSafetensors(ReadBytes(path));
+  const std::size_t begin = parts.header.at(tensor).at("data_offsets")[0].get<std::size_t>();
+  std::memcpy(parts.data.data() + begin, &value, sizeof(value));
+  WriteBytes(path, SafetensorsBytes(parts.header, parts.data));
+}
 
 }  // namespace tandem::model::testing
