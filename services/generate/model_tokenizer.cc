@@ -1,0 +1,29 @@
+#include "model_tokenizer.h"
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "tandem/tokenizer/llama2c_tokenizer.h"
+
+namespace tandem::generate {
+
+absl::StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& model_path, int vocab_size) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path path(model_path);
+  const fs::path dir = fs::is_directory(path, ec) ? path : path.parent_path();
+  const fs::path llama2c = dir / "tokenizer.bin";
+  if (fs::exists(llama2c, ec)) {
+    auto tok = tokenizer::Llama2cTokenizer::Load(llama2c.string(), vocab_size);
+    if (!tok.ok()) return tok.status();
+    return ModelTokenizer{std::move(*tok), true};
+  }
+  if (fs::exists(dir / "tokenizer.json", ec)) {
+    return absl::UnimplementedError(
+        absl::StrCat(dir.string(), "/tokenizer.json: Hugging Face tokenizers are not supported yet"));
+  }
+  return absl::NotFoundError(
+      absl::StrCat("no tokenizer.bin or tokenizer.json beside the model in ", dir.string()));
+}
+
+}  // namespace tandem::generate
