@@ -4,7 +4,8 @@ set -euo pipefail
 packages=(cmake ninja-build ccache g++ pkg-config libabsl-dev libgtest-dev libgmock-dev
   libbenchmark-dev nlohmann-json3-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libucx-dev ucx-utils)
+  libucx-dev ucx-utils
+  libboost-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
