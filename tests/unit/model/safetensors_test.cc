@@ -1,0 +1,194 @@
+#include "../../../common/model/src/safetensors.h"
+
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "hf_fixture_test_util.h"
+
+namespace tandem::model::internal {
+namespace {
+
+using ::testing::HasSubstr;
+using tandem::model::testing::SafetensorsBytes;
+using tandem::model::testing::WriteBytes;
+using Json = nlohmann::json;
+
+class Safetensors : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("tandem_st_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string Write(const std::string& name, const std::string& bytes) {
+    const std::string path = (dir_ / name).string();
+    WriteBytes(path, bytes);
+    return path;
+  }
+
+  // Two tensors: "a" F32 [2, 3] holding 0..5 and "b" BF16 [4] holding 1, 2, 3, 4.
+  static std::string GoodFile() {
+    std::string data(24 + 8, '\0');
+    for (int i = 0; i < 6; ++i) {
+      const float v = static_cast<float>(i);
+      std::memcpy(data.data() + 4 * i, &v, 4);
+    }
+    for (int i = 0; i < 4; ++i) {
+      const std::uint16_t v = kernels::F32ToBf16(static_cast<float>(i + 1));
+      std::memcpy(data.data() + 24 + 2 * i, &v, 2);
+    }
+    Json h;
+    h["__metadata__"] = {{"format", "pt"}};
+    h["a"] = {{"dtype", "F32"}, {"shape", {2, 3}}, {"data_offsets", {0, 24}}};
+    h["b"] = {{"dtype", "BF16"}, {"shape", {4}}, {"data_offsets", {24, 32}}};
+    return SafetensorsBytes(h, data);
+  }
+
+  static std::string WithEntry(const std::string& name, const Json& entry) {
+    Json h;
+    h[name] = entry;
+    return SafetensorsBytes(h, std::string(64, '\0'));
+  }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(Safetensors, ReadsTensorsInPlace) {
+  auto f = SafetensorsFile::Open(Write("good.safetensors", GoodFile()));
+  ASSERT_TRUE(f.ok()) << f.status();
+  ASSERT_EQ(f->tensors().size(), 2u);
+  const SafetensorsTensor& a = f->tensors().at("a");
+  EXPECT_EQ(a.shape, (std::vector<std::int64_t>{2, 3}));
+  EXPECT_EQ(a.view.rows, 2);
+  EXPECT_EQ(a.view.cols, 3);
+  EXPECT_EQ(a.view.At(1, 2), 5.0f);
+  const SafetensorsTensor& b = f->tensors().at("b");
+  EXPECT_EQ(b.view.dtype, kernels::DType::kBF16);
+  EXPECT_EQ(b.view.rows, 1);  // 1-D tensors are one row
+  EXPECT_EQ(b.view.cols, 4);
+  EXPECT_EQ(b.view.At(0, 3), 4.0f);
+}
+
+TEST_F(Safetensors, StackedTensorsFlattenLeadingDimensions) {
+  Json h;
+  h["e"] = {{"dtype", "F32"}, {"shape", {2, 3, 4}}, {"data_offsets", {0, 96}}};
+  auto f = SafetensorsFile::Open(Write("e.safetensors", SafetensorsBytes(h, std::string(96, '\0'))));
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->tensors().at("e").view.rows, 6);
+  EXPECT_EQ(f->tensors().at("e").view.cols, 4);
+}
+
+TEST_F(Safetensors, RejectsTruncatedFile) {
+  std::string bytes = GoodFile();
+  bytes.resize(bytes.size() - 4);
+  const auto f = SafetensorsFile::Open(Write("t.safetensors", bytes));
+  EXPECT_EQ(f.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(f.status().message(), HasSubstr("tensor b: data_offsets [24, 32] fall outside"));
+}
+
+TEST_F(Safetensors, RejectsBadHeaderLength) {
+  std::string bytes = GoodFile();
+  bytes[6] = 1;  // header length now ~2^48
+  EXPECT_THAT(SafetensorsFile::Open(Write("h.safetensors", bytes)).status().message(),
+              HasSubstr("header length"));
+  EXPECT_THAT(SafetensorsFile::Open(Write("s.safetensors", "abc")).status().message(),
+              HasSubstr("too short"));
+  std::string not_json = GoodFile();
+  not_json[8] = 'x';
+  EXPECT_THAT(SafetensorsFile::Open(Write("j.safetensors", not_json)).status().message(),
+              HasSubstr("not a JSON object"));
+}
+
+TEST_F(Safetensors, RejectsOffsetsPastTheEnd) {
+  const auto f = SafetensorsFile::Open(Write(
+      "o.safetensors", WithEntry("w", {{"dtype", "F32"}, {"shape", {32}}, {"data_offsets", {0, 128}}})));
+  EXPECT_THAT(f.status().message(), HasSubstr("tensor w: data_offsets [0, 128] fall outside"));
+}
+
+TEST_F(Safetensors, RejectsSizeMismatch) {
+  const auto f = SafetensorsFile::Open(Write(
+      "m.safetensors", WithEntry("w", {{"dtype", "F32"}, {"shape", {3}}, {"data_offsets", {0, 16}}})));
+  EXPECT_THAT(f.status().message(), HasSubstr("tensor w: shape needs 12 bytes"));
+}
+
+TEST_F(Safetensors, RejectsOverlap) {
+  Json h;
+  h["x"] = {{"dtype", "F32"}, {"shape", {4}}, {"data_offsets", {0, 16}}};
+  h["y"] = {{"dtype", "F32"}, {"shape", {4}}, {"data_offsets", {8, 24}}};
+  const auto f = SafetensorsFile::Open(Write("v.safetensors", SafetensorsBytes(h, std::string(32, '\0'))));
+  EXPECT_THAT(f.status().message(), HasSubstr("overlap"));
+}
+
+TEST_F(Safetensors, RejectsUnsupportedDtypeByName) {
+  for (const std::string dtype : {"F16", "I32", "F8_E4M3", "F64"}) {
+    const auto f = SafetensorsFile::Open(Write(
+        "d.safetensors", WithEntry("layer.w", {{"dtype", dtype}, {"shape", {2}}, {"data_offsets", {0, 8}}})));
+    EXPECT_EQ(f.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(f.status().message(), HasSubstr("tensor layer.w has dtype " + dtype));
+  }
+}
+
+TEST_F(Safetensors, RejectsMalformedEntries) {
+  EXPECT_THAT(SafetensorsFile::Open(Write("n.safetensors",
+                                          WithEntry("w", {{"dtype", "F32"}, {"shape", {-1}},
+                                                          {"data_offsets", {0, 4}}})))
+                  .status()
+                  .message(),
+              HasSubstr("tensor w: shape"));
+  EXPECT_THAT(SafetensorsFile::Open(Write("r.safetensors",
+                                          WithEntry("w", {{"dtype", "F32"}, {"shape", {1}},
+                                                          {"data_offsets", {8, 4}}})))
+                  .status()
+                  .message(),
+              HasSubstr("tensor w: data_offsets"));
+  EXPECT_THAT(SafetensorsFile::Open(Write("q.safetensors", WithEntry("w", {{"shape", {1}}})))
+                  .status()
+                  .message(),
+              HasSubstr("tensor w: missing dtype"));
+}
+
+TEST_F(Safetensors, CheckpointReadsSingleFileOrIndex) {
+  Write("model.safetensors", GoodFile());
+  auto single = SafetensorsCheckpoint::Open(dir_.string());
+  ASSERT_TRUE(single.ok()) << single.status();
+  EXPECT_TRUE(single->Contains("a"));
+  EXPECT_EQ(single->Get("missing").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(single->Get("missing").status().message(), HasSubstr("missing tensor missing"));
+
+  std::filesystem::remove(dir_ / "model.safetensors");
+  Write("part1.safetensors", GoodFile());
+  Json h;
+  h["c"] = {{"dtype", "F32"}, {"shape", {1}}, {"data_offsets", {0, 4}}};
+  Write("part2.safetensors", SafetensorsBytes(h, std::string(4, '\0')));
+  Json index;
+  index["weight_map"] = {{"a", "part1.safetensors"}, {"b", "part1.safetensors"},
+                         {"c", "part2.safetensors"}};
+  Write("model.safetensors.index.json", index.dump());
+  auto sharded = SafetensorsCheckpoint::Open(dir_.string());
+  ASSERT_TRUE(sharded.ok()) << sharded.status();
+  EXPECT_EQ(sharded->tensors().size(), 3u);
+  EXPECT_EQ(sharded->Get("a")->At(0, 1), 1.0f);
+  EXPECT_EQ(std::move(*sharded).ReleaseMappings().size(), 2u);
+
+  index["weight_map"]["d"] = "part3.safetensors";
+  Write("model.safetensors.index.json", index.dump());
+  EXPECT_EQ(SafetensorsCheckpoint::Open(dir_.string()).status().code(), absl::StatusCode::kNotFound);
+  Write("model.safetensors.index.json", "{\"weight_map\": 3}");
+  EXPECT_THAT(SafetensorsCheckpoint::Open(dir_.string()).status().message(),
+              HasSubstr("no weight_map"));
+}
+
+TEST_F(Safetensors, CheckpointNeedsWeights) {
+  EXPECT_EQ(SafetensorsCheckpoint::Open(dir_.string()).status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace tandem::model::internal
