@@ -276,6 +276,27 @@ TEST_F(EngineTest, MaxNumSeqsLimitsTheBatch) {
   ExpectMatchesReference(reqs, *got);
 }
 
+TEST_F(EngineTest, RequestsAreServedFirstComeFirstServed) {
+  EngineConfig cfg = SmallConfig();
+  cfg.max_num_seqs = 1;
+  auto engine = MakeEngine(cfg);
+  std::vector<Request> reqs = SixteenRequests(false);
+  reqs.resize(6);
+  std::reverse(reqs.begin(), reqs.end());  // not alphabetical, not by length
+  for (const Request& r : reqs) ASSERT_TRUE(engine->AddRequest(r.id, r.prompt, r.params).ok());
+  std::vector<std::string> finished;
+  while (engine->HasPendingWork()) {
+    auto outs = engine->Step();
+    ASSERT_TRUE(outs.ok());
+    for (const auto& o : *outs) {
+      if (o.finished) finished.push_back(o.request_id);
+    }
+  }
+  std::vector<std::string> submitted;
+  for (const Request& r : reqs) submitted.push_back(r.id);
+  EXPECT_EQ(finished, submitted);
+}
+
 TEST_F(EngineTest, StopTokenEndsRequestAndIsReported) {
   Request r{"s", {7, 8, 9, 10}, Greedy(20)};
   const std::vector<std::int32_t> full = Reference(r);

@@ -58,7 +58,8 @@ double UniformForDraw(std::uint64_t seed, std::uint64_t draw_index);
 
 // Chooses the next token from raw logits. Pipeline: penalties -> (temperature 0: argmax) ->
 // logits / temperature -> top_k -> softmax -> top_p -> min_p -> inverse-CDF draw with
-// UniformForDraw(seed, draw_index) over the kept tokens in descending-probability order.
+// UniformForDraw(seed, draw_index) over the kept tokens in descending-probability order (id order
+// when no top_k/top_p/min_p filter is active, which needs no sort).
 // `logits` is used as scratch and left modified.
 std::int32_t SampleToken(const SamplingParams& params, std::uint64_t seed,
                          std::uint64_t draw_index, const TokenHistory& history,
