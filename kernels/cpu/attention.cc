@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "simd.h"
+#include "simd_math.h"
 
 namespace tandem::kernels::cpu {
 namespace {
@@ -13,24 +14,43 @@ namespace {
 // Below this many multiply-adds (scores plus weighted sum) a call stays on the calling thread.
 constexpr std::int64_t kParallelMacs = 1 << 16;
 
-// Turns scores[0, n) into exp(score - max) in place and returns their sum.
-float ExpAndSum(float* scores, int n) {
-  float mx = -INFINITY;
-  for (int t = 0; t < n; ++t) mx = std::max(mx, scores[t]);
-  float sum = 0.0f;
-  for (int t = 0; t < n; ++t) {
-    scores[t] = std::exp(scores[t] - mx);
-    sum += scores[t];
+// out[d0, d0 + 16 C) (clipped to dim) = sum_t a[t] * value(t)[d], accumulated in registers in
+// t order, one FMA per term, starting from zero: the order behind every output element.
+template <int C>
+void WeightedChunks(const float* a, const float* const* rows, std::int64_t value_offset, int ctx,
+                    std::int64_t d0, std::int64_t dim, float* out) {
+  F32x16 acc[C];
+  for (int c = 0; c < C; ++c) acc[c] = Zero();
+  const int last_width = static_cast<int>(std::min<std::int64_t>(kLanes, dim - d0 - (C - 1) * kLanes));
+  for (int t = 0; t < ctx; ++t) {
+    const F32x16 at = Splat(a[t]);
+    const float* v = rows[t] + value_offset + d0;
+#pragma GCC unroll 4
+    for (int c = 0; c < C - 1; ++c) acc[c] = Fma(at, Load(v + c * kLanes), acc[c]);
+    const F32x16 tail = last_width == kLanes ? Load(v + (C - 1) * kLanes)
+                                             : LoadPartial(v + (C - 1) * kLanes, last_width);
+    acc[C - 1] = Fma(at, tail, acc[C - 1]);
   }
-  return sum;
+  for (int c = 0; c < C - 1; ++c) Store(out + d0 + c * kLanes, acc[c]);
+  if (last_width == kLanes) {
+    Store(out + d0 + (C - 1) * kLanes, acc[C - 1]);
+  } else {
+    StorePartial(out + d0 + (C - 1) * kLanes, acc[C - 1], last_width);
+  }
 }
 
-// o[0, n) += a * v[0, n)
-inline void AddScaled(float a, const float* v, std::int64_t n, float* o) {
-  const F32x16 av = Splat(a);
-  std::int64_t d = 0;
-  for (; d + kLanes <= n; d += kLanes) Store(o + d, Fma(av, Load(v + d), Load(o + d)));
-  for (; d < n; ++d) o[d] += a * v[d];
+void WeightedRows(const float* a, const float* const* rows, std::int64_t value_offset, int ctx,
+                  std::int64_t dim, float* out) {
+  constexpr int kMaxChunks = 4;  // accumulators held in registers per pass over the context
+  for (std::int64_t d0 = 0; d0 < dim; d0 += kMaxChunks * kLanes) {
+    const std::int64_t chunks = std::min<std::int64_t>(kMaxChunks, (dim - d0 + kLanes - 1) / kLanes);
+    switch (chunks) {
+      case 1: WeightedChunks<1>(a, rows, value_offset, ctx, d0, dim, out); break;
+      case 2: WeightedChunks<2>(a, rows, value_offset, ctx, d0, dim, out); break;
+      case 3: WeightedChunks<3>(a, rows, value_offset, ctx, d0, dim, out); break;
+      default: WeightedChunks<4>(a, rows, value_offset, ctx, d0, dim, out); break;
+    }
+  }
 }
 
 // Total multiply-adds of a causal chunk: sum over queries of context length, times per-token work.
@@ -62,8 +82,24 @@ Units PlanUnits(int n_tokens, int n_heads, int group, int min_units) {
   return u;
 }
 
-// Runs body(token, first_head, n_heads_in_unit, ctx, scratch) over every unit of a causal chunk.
-// scratch holds n_heads_in_unit * (ctx + 1) floats and belongs to the running thread.
+// The cache rows of positions [0, ctx), walking the block table without a division per token.
+void GatherRows(const PagedKvLayer& kv, int ctx, const float** rows) {
+  for (int t = 0, b = 0; t < ctx; ++b) {
+    const float* row = kv.layer_base + static_cast<std::int64_t>(kv.block_table[b]) * kv.block_stride;
+    for (int slot = 0; slot < kv.block_size && t < ctx; ++slot, ++t, row += kv.token_stride) {
+      rows[t] = row;
+    }
+  }
+}
+
+// Per-thread scratch of one unit: the cache row pointers and the scores.
+struct UnitScratch {
+  const float** rows;  // [ctx]
+  float* scores;       // [heads][ctx]
+};
+
+// Runs body(token, first_head, n_heads_in_unit, ctx, scratch) over every unit of a causal chunk;
+// the scratch belongs to the running thread.
 template <typename Body>
 void ForEachUnit(ThreadPool& pool, int n_tokens, int start_pos, int n_heads, int group,
                  std::int64_t macs_per_ctx_token, Body&& body) {
@@ -71,11 +107,13 @@ void ForEachUnit(ThreadPool& pool, int n_tokens, int start_pos, int n_heads, int
                         CausalWork(n_tokens, start_pos, macs_per_ctx_token) >= kParallelMacs;
   const Units u = PlanUnits(n_tokens, n_heads, group, parallel ? 2 * pool.size() : 1);
   const int tasks = parallel ? static_cast<int>(std::min<std::int64_t>(u.count, pool.size() * 8)) : 1;
-  const std::size_t per_worker =
-      static_cast<std::size_t>(u.heads_per_unit) * (start_pos + n_tokens + 1);
-  std::vector<float> scratch(pool.size() * per_worker);
+  const int max_ctx = start_pos + n_tokens;
+  const std::size_t floats_per_worker = static_cast<std::size_t>(u.heads_per_unit) * max_ctx;
+  std::vector<float> floats(pool.size() * floats_per_worker);
+  std::vector<const float*> rows(static_cast<std::size_t>(pool.size()) * max_ctx);
   pool.Run(tasks, [&](int task, int worker) {
-    float* mine = scratch.data() + worker * per_worker;
+    float* f = floats.data() + worker * floats_per_worker;
+    const UnitScratch mine{rows.data() + static_cast<std::size_t>(worker) * max_ctx, f};
     for (std::int64_t i = u.count * task / tasks; i < u.count * (task + 1) / tasks; ++i) {
       const int token = static_cast<int>(i / u.per_token);
       const int in_token = static_cast<int>(i % u.per_token);
@@ -89,16 +127,15 @@ void ForEachUnit(ThreadPool& pool, int n_tokens, int start_pos, int n_heads, int
 
 // The softmax-weighted sum shared by both attention kinds, for nh heads whose raw scores are in
 // scores[j * ctx + t]: out_j = sum_t softmax_j(t) * value(t), value(t) = value_row(t)[0, dim).
-template <typename ValueRow>
-void WeightedSum(float* scores, float* sums, int nh, int ctx, std::int64_t dim, float* out,
-                 ValueRow&& value_row) {
-  for (int j = 0; j < nh; ++j) sums[j] = ExpAndSum(scores + static_cast<std::size_t>(j) * ctx, ctx);
-  std::fill(out, out + nh * dim, 0.0f);
-  for (int t = 0; t < ctx; ++t) {
-    const float* v = value_row(t);
-    for (int j = 0; j < nh; ++j) {
-      AddScaled(scores[static_cast<std::size_t>(j) * ctx + t] / sums[j], v, dim, out + j * dim);
-    }
+// out_j = sum_t softmax_j(t) * value(t) for the unit's nh heads, whose raw scores are in
+// s.scores[j * ctx + t]; value(t) = s.rows[t] + value_offset.
+void WeightedSum(const UnitScratch& s, int nh, int ctx, std::int64_t value_offset,
+                 std::int64_t dim, float* out) {
+  for (int j = 0; j < nh; ++j) {
+    float* a = s.scores + static_cast<std::size_t>(j) * ctx;
+    const float inv = 1.0f / ExpAndSum(a, ctx);
+    for (int t = 0; t < ctx; ++t) a[t] *= inv;
+    WeightedRows(a, s.rows, value_offset, ctx, dim, out + j * dim);
   }
 }
 
@@ -109,20 +146,18 @@ void GqaAttention(ThreadPool& pool, const GqaAttentionParams& p) {
   const int group = p.n_heads / p.n_kv_heads;
   const std::int64_t hd = p.head_dim;
   ForEachUnit(pool, p.n_tokens, p.start_pos, p.n_heads, group, 2LL * p.n_heads * hd,
-              [&](int token, int h0, int nh, int ctx, float* scratch) {
+              [&](int token, int h0, int nh, int ctx, const UnitScratch& s) {
                 const std::int64_t head_off = static_cast<std::int64_t>(h0 / group) * hd;
                 const std::int64_t first = static_cast<std::int64_t>(token) * p.n_heads + h0;
                 const float* q = p.q + first * hd;
-                float* scores = scratch;
+                GatherRows(p.kv, ctx, s.rows);
                 for (int t = 0; t < ctx; ++t) {
-                  const float* k = p.kv.TokenRow(t) + p.k_offset + head_off;
+                  const float* k = s.rows[t] + p.k_offset + head_off;
                   for (int j = 0; j < nh; ++j) {
-                    scores[static_cast<std::size_t>(j) * ctx + t] = Dot(q + j * hd, k, hd) * p.scale;
+                    s.scores[static_cast<std::size_t>(j) * ctx + t] = Dot(q + j * hd, k, hd) * p.scale;
                   }
                 }
-                WeightedSum(scores, scratch + static_cast<std::size_t>(nh) * ctx, nh, ctx, hd,
-                            p.out + first * hd,
-                            [&](int t) { return p.kv.TokenRow(t) + p.v_offset + head_off; });
+                WeightedSum(s, nh, ctx, p.v_offset + head_off, hd, p.out + first * hd);
               });
 }
 
@@ -131,21 +166,20 @@ void MlaAttention(ThreadPool& pool, const MlaAttentionParams& p) {
   const std::int64_t rank = p.kv_lora_rank;
   ForEachUnit(pool, p.n_tokens, p.start_pos, p.n_heads, p.n_heads,
               p.n_heads * (2 * rank + p.rope_dim),
-              [&](int token, int h0, int nh, int ctx, float* scratch) {
+              [&](int token, int h0, int nh, int ctx, const UnitScratch& s) {
                 const std::int64_t first = static_cast<std::int64_t>(token) * p.n_heads + h0;
                 const float* ql = p.q_latent + first * rank;
                 const float* qr = p.q_rope + first * p.rope_dim;
-                float* scores = scratch;
+                GatherRows(p.kv, ctx, s.rows);
                 for (int t = 0; t < ctx; ++t) {
-                  const float* c = p.kv.TokenRow(t);
+                  const float* c = s.rows[t];
                   for (int j = 0; j < nh; ++j) {
-                    scores[static_cast<std::size_t>(j) * ctx + t] =
+                    s.scores[static_cast<std::size_t>(j) * ctx + t] =
                         (Dot(ql + j * rank, c, rank) + Dot(qr + j * p.rope_dim, c + rank, p.rope_dim)) *
                         p.scale;
                   }
                 }
-                WeightedSum(scores, scratch + static_cast<std::size_t>(nh) * ctx, nh, ctx, rank,
-                            p.out_latent + first * rank, [&](int t) { return p.kv.TokenRow(t); });
+                WeightedSum(s, nh, ctx, 0, rank, p.out_latent + first * rank);
               });
 }
 

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "simd.h"
+#include "simd_math.h"
 
 namespace tandem::kernels::cpu {
 namespace {
@@ -52,9 +53,17 @@ void RmsNorm(const float* x, std::int64_t rows, std::int64_t dim, const WeightVi
 }
 
 void SiluMul(const float* gate, const float* up, std::int64_t n, float* out) {
-  for (std::int64_t i = 0; i < n; ++i) {
+  // Chunk or tail, an element gets the same operations (ExpScalar is ExpV's lane), so where a row
+  // starts in the flat [rows][hidden] array does not change its values.
+  std::int64_t i = 0;
+  const V16f one = SplatV(1.0f);
+  for (; i + 16 <= n; i += 16) {
+    const V16f g = LoadV(gate + i);
+    StoreV(out + i, g / (one + ExpV(-g)) * LoadV(up + i));
+  }
+  for (; i < n; ++i) {
     const float g = gate[i];
-    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+    out[i] = g / (1.0f + ExpScalar(-g)) * up[i];
   }
 }
 

@@ -17,7 +17,7 @@ constexpr int kRowTile = 2;  // F32x16 is two ymm here; keep the accumulators wi
 // chunk of x stays in L2 while the weights stream through once per chunk.
 constexpr std::int64_t kRowChunkFloats = 1 << 18;
 // Below this many multiply-adds a call runs on the calling thread: waking workers costs more.
-constexpr std::int64_t kParallelMacs = 1 << 17;
+constexpr std::int64_t kParallelMacs = 1 << 19;
 constexpr int kTasksPerThread = 4;  // dynamic hand-out evens out cores shared with other work
 
 // R input rows x O weight rows. Each accumulator sees exactly Dot()'s sequence for its element.
@@ -41,12 +41,20 @@ inline void Tile(const float* x, const W* w, std::int64_t in, float* y, std::int
       for (int o = 0; o < O; ++o) acc[r][o] = Fma(xv, wv[o], acc[r][o]);
     }
   }
-  for (int r = 0; r < R; ++r) {
-    for (int o = 0; o < O; ++o) {
-      float s = HorizontalSum(acc[r][o]);
-      for (std::int64_t i = k; i < in; ++i) s += x[r * in + i] * ToF32(w[o * in + i]);
-      y[r * out + o] = s;
+  if (k < in) {
+    const int rest = static_cast<int>(in - k);
+    F32x16 wv[O];
+#pragma GCC unroll 16
+    for (int o = 0; o < O; ++o) wv[o] = LoadPartial(w + o * in + k, rest);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const F32x16 xv = LoadPartial(x + r * in + k, rest);
+#pragma GCC unroll 16
+      for (int o = 0; o < O; ++o) acc[r][o] = Fma(xv, wv[o], acc[r][o]);
     }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int o = 0; o < O; ++o) y[r * out + o] = HorizontalSum(acc[r][o]);
   }
 }
 

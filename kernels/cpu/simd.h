@@ -36,6 +36,17 @@ inline F32x16 Load(const std::uint16_t* p) {  // bf16 -> f32 is a 16-bit shift
   return {_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))};
 }
 inline void Store(float* p, F32x16 a) { _mm512_storeu_ps(p, a.v); }
+// The first n (< 16) lanes from p, zeros elsewhere; memory past p + n is never touched.
+inline __mmask16 FirstLanes(int n) { return static_cast<__mmask16>((1u << n) - 1); }
+inline F32x16 LoadPartial(const float* p, int n) { return {_mm512_maskz_loadu_ps(FirstLanes(n), p)}; }
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+#define TANDEM_SIMD_HAS_BF16_PARTIAL 1
+inline F32x16 LoadPartial(const std::uint16_t* p, int n) {
+  const __m256i h = _mm256_maskz_loadu_epi16(FirstLanes(n), p);
+  return {_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))};
+}
+#endif
+inline void StorePartial(float* p, F32x16 a, int n) { _mm512_mask_storeu_ps(p, FirstLanes(n), a.v); }
 inline F32x16 Fma(F32x16 a, F32x16 b, F32x16 c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
 inline F32x16 Mul(F32x16 a, F32x16 b) { return {_mm512_mul_ps(a.v, b.v)}; }
 inline F32x16 Add(F32x16 a, F32x16 b) { return {_mm512_add_ps(a.v, b.v)}; }
@@ -60,6 +71,20 @@ inline F32x16 Load(const std::uint16_t* p) { return {Bf16x8(p), Bf16x8(p + 8)}; 
 inline void Store(float* p, F32x16 a) {
   _mm256_storeu_ps(p, a.lo);
   _mm256_storeu_ps(p + 8, a.hi);
+}
+// Masks of the first n lanes: lane i of the 8 ints loaded from kLaneMask + 16 - n is set iff
+// i < n; the high half (lanes 8..15) is the same with n - 8.
+inline constexpr std::int32_t kLaneMask[32] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                               -1, -1, -1, -1, -1, 0,  0,  0,  0,  0,  0,
+                                               0,  0,  0,  0,  0,  0,  0,  0,  0,  0};
+inline __m256i MaskLo(int n) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kLaneMask + 16 - n)); }
+inline __m256i MaskHi(int n) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kLaneMask + 24 - n)); }
+inline F32x16 LoadPartial(const float* p, int n) {
+  return {_mm256_maskload_ps(p, MaskLo(n)), _mm256_maskload_ps(p + 8, MaskHi(n))};
+}
+inline void StorePartial(float* p, F32x16 a, int n) {
+  _mm256_maskstore_ps(p, MaskLo(n), a.lo);
+  _mm256_maskstore_ps(p + 8, MaskHi(n), a.hi);
 }
 inline F32x16 Fma(F32x16 a, F32x16 b, F32x16 c) {
   return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
@@ -96,6 +121,12 @@ inline F32x16 Load(const std::uint16_t* p) {
   return r;
 }
 inline void Store(float* p, F32x16 a) { std::memcpy(p, a.l, sizeof(a.l)); }
+inline F32x16 LoadPartial(const float* p, int n) {
+  F32x16 r{};
+  std::memcpy(r.l, p, n * sizeof(float));
+  return r;
+}
+inline void StorePartial(float* p, F32x16 a, int n) { std::memcpy(p, a.l, n * sizeof(float)); }
 inline F32x16 Fma(F32x16 a, F32x16 b, F32x16 c) {
   for (int i = 0; i < kLanes; ++i) c.l[i] += a.l[i] * b.l[i];
   return c;
@@ -109,6 +140,14 @@ inline F32x16 Add(F32x16 a, F32x16 b) {
   return a;
 }
 
+#endif
+
+#if !defined(TANDEM_SIMD_HAS_BF16_PARTIAL)
+inline F32x16 LoadPartial(const std::uint16_t* p, int n) {
+  std::uint16_t padded[kLanes] = {};
+  std::memcpy(padded, p, n * sizeof(std::uint16_t));
+  return Load(padded);
+}
 #endif
 
 // The one horizontal-sum tree: lane i + lane i+8, then +4, +2, +1.
@@ -137,16 +176,18 @@ inline float ToF32(std::uint16_t v) {
   return f;
 }
 
-// The canonical dot product: whole 16-lane chunks into one accumulator, the horizontal-sum tree,
-// then the tail (n % 16 elements) added in order. MatMul tiles reproduce exactly this sequence.
+// The canonical dot product: whole 16-lane chunks, then the zero-padded tail chunk, into one
+// accumulator; then the horizontal-sum tree. MatMul tiles reproduce exactly this sequence.
 template <typename W>
 inline float Dot(const float* x, const W* w, std::int64_t n) {
   F32x16 acc = Zero();
   std::int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) acc = Fma(Load(x + i), Load(w + i), acc);
-  float s = HorizontalSum(acc);
-  for (; i < n; ++i) s += x[i] * ToF32(w[i]);
-  return s;
+  if (i < n) {
+    const int rest = static_cast<int>(n - i);
+    acc = Fma(LoadPartial(x + i, rest), LoadPartial(w + i, rest), acc);
+  }
+  return HorizontalSum(acc);
 }
 
 }  // namespace tandem::kernels::cpu

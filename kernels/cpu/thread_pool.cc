@@ -26,25 +26,27 @@ void ThreadPool::RunJob(int num_tasks, TaskFn fn, void* ctx) {
     ctx_ = ctx;
     num_tasks_ = num_tasks;
     next_task_ = 0;
-    workers_done_ = 0;
+    tasks_done_ = 0;
     ++generation_;
   }
   start_cv_.notify_all();
   Drain(0);
-  // Every worker must have left Drain before fn/ctx (on the caller's stack) go out of scope.
+  // Wait for the tasks, not the workers: a worker the OS has not scheduled yet finds nothing left
+  // when it wakes (the caller took its share), so a busy core never stalls the call.
   std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [this] { return workers_done_ == static_cast<int>(workers_.size()); });
+  done_cv_.wait(lock, [this] { return tasks_done_ == num_tasks_; });
 }
 
 void ThreadPool::Drain(int worker) {
-  for (;;) {
-    int task;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (next_task_ >= num_tasks_) return;
-      task = next_task_++;
-    }
-    fn_(ctx_, task, worker);
+  std::unique_lock<std::mutex> lock(mu_);
+  while (next_task_ < num_tasks_) {
+    const int task = next_task_++;
+    const TaskFn fn = fn_;
+    void* const ctx = ctx_;
+    lock.unlock();
+    fn(ctx, task, worker);
+    lock.lock();
+    if (++tasks_done_ == num_tasks_) done_cv_.notify_one();
   }
 }
 
@@ -58,11 +60,6 @@ void ThreadPool::WorkerLoop(int worker) {
       seen = generation_;
     }
     Drain(worker);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      ++workers_done_;
-    }
-    done_cv_.notify_one();
   }
 }
 

@@ -45,16 +45,16 @@ class ThreadPool {
   void Drain(int worker);
 
   std::mutex dispatch_mu_;  // one job in flight at a time
-  std::mutex mu_;
+  std::mutex mu_;  // guards everything below except workers_
   std::condition_variable start_cv_;
   std::condition_variable done_cv_;
   std::uint64_t generation_ = 0;
-  int workers_done_ = 0;
+  int tasks_done_ = 0;
   bool stop_ = false;
   TaskFn fn_ = nullptr;
   void* ctx_ = nullptr;
   int num_tasks_ = 0;
-  int next_task_ = 0;  // guarded by mu_; tasks are coarse, so a lock per task is cheap enough
+  int next_task_ = 0;  // tasks are coarse, so taking the lock per task is cheap enough
   std::vector<std::thread> workers_;
 };
 
