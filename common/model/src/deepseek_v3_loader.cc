@@ -27,9 +27,9 @@ class Mapper {
   absl::Status ExpectDims(const std::string& name, std::vector<std::int64_t> want) const {
     TANDEM_ASSIGN_OR_RETURN(const std::vector<std::int64_t> got, ckpt_.Shape(name));
     if (got != want) {
-      return absl::InvalidArgumentError(absl::StrCat(name, ": expected [", absl::StrJoin(want, ", "),
-                                                     "], checkpoint has [",
-                                                     absl::StrJoin(got, ", "), "]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ": expected [", absl::StrJoin(want, ", "), "], checkpoint has [",
+                       absl::StrJoin(got, ", "), "]"));
     }
     return absl::OkStatus();
   }

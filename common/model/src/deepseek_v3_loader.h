@@ -13,7 +13,6 @@ namespace tandem::model::internal {
 // the checkpoint has it.
 absl::StatusOr<DeepseekV3Weights> MapDeepseekV3Weights(const DeepseekV3Config& config,
                                                        const SafetensorsCheckpoint& ckpt,
-                                                       bool tie_word_embeddings,
-                                                       bool check_finite);
+                                                       bool tie_word_embeddings, bool check_finite);
 
 }  // namespace tandem::model::internal

@@ -8,9 +8,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "deepseek_v3_attention.h"
 #include "deepseek_v3_router.h"
 #include "deepseek_v3_weights.h"
-#include "rope.h"
 #include "tandem/base/status_macros.h"
 #include "tandem/model/deepseek_v3.h"
 
@@ -19,18 +19,12 @@ namespace {
 
 using kernels::WeightView;
 
-// Where one chunk's rows sit in the flattened batch and in its cache.
-struct ChunkRef {
-  int row = 0;          // first row in the batch's activations
-  int n = 0;            // rows
-  int cache_start = 0;  // cache slot of the first row
-  kernels::PagedKvLayer kv;
-};
+using internal::MlaChunk;
 
-// Per-layer tensors derived once at load: W_UK of every head transposed for the absorbed query.
+// Per-layer tensors derived once at load.
 struct LayerExtras {
   std::vector<float> router_bias;
-  std::vector<std::vector<float>> uk_t;  // [head][kv_lora_rank][qk_nope_head_dim]
+  internal::MlaAbsorbedWeights absorbed;
 };
 
 std::vector<float> ToFloats(const WeightView& w) {
@@ -47,11 +41,8 @@ class DeepseekV3ModelImpl final : public DeepseekV3Model {
       : cfg_(std::move(config)),
         w_(std::move(weights)),
         storage_(std::move(storage)),
-        absorbed_(options.mla_absorbed),
-        be_(backend) {
-    rope_ = internal::ComputeRopeTables(cfg_.qk_rope_head_dim, cfg_.rope_theta, cfg_.rope_scaling);
-    softmax_scale_ = static_cast<float>(1.0 / std::sqrt(static_cast<double>(cfg_.qk_head_dim())) *
-                                        rope_.softmax_scale_factor);
+        be_(backend),
+        attention_(cfg_, options.mla_absorbed, backend) {
     for (const auto& l : w_.layers) extras_.push_back(MakeExtras(l));
     for (const auto& m : w_.mtp) mtp_extras_.push_back(MakeExtras(m.block));
   }
@@ -73,11 +64,11 @@ class DeepseekV3ModelImpl final : public DeepseekV3Model {
     TANDEM_RETURN_IF_ERROR(CheckStorage(kv, kv_layout(), "KV storage"));
     std::vector<std::int32_t> tokens;
     std::vector<int> positions, out_rows;
-    std::vector<ChunkRef> refs;
+    std::vector<MlaChunk> refs;
     for (const SequenceChunk& c : batch) {
       TANDEM_RETURN_IF_ERROR(CheckChunk(c.tokens, c.start_pos, c.block_table, kv));
-      refs.push_back({static_cast<int>(tokens.size()), static_cast<int>(c.tokens.size()),
-                      c.start_pos, {}});
+      refs.push_back(
+          {static_cast<int>(tokens.size()), static_cast<int>(c.tokens.size()), c.start_pos, {}});
       AppendRows(c.tokens.size(), c.logits, tokens.size(), &out_rows);
       for (std::size_t i = 0; i < c.tokens.size(); ++i) positions.push_back(c.start_pos + i);
       tokens.insert(tokens.end(), c.tokens.begin(), c.tokens.end());
@@ -105,13 +96,13 @@ class DeepseekV3ModelImpl final : public DeepseekV3Model {
     std::vector<std::int32_t> tokens;
     std::vector<float> prev_hidden;
     std::vector<int> positions, out_rows;
-    std::vector<ChunkRef> refs;
+    std::vector<MlaChunk> refs;
     for (const MtpChunk& c : batch) {
       TANDEM_RETURN_IF_ERROR(CheckChunk(c.tokens, c.start_pos, c.block_table, mtp_kv));
       if (c.hidden.size() != c.tokens.size() * static_cast<std::size_t>(H())) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("MTP chunk has ", c.hidden.size(), " hidden floats for ",
-                         c.tokens.size(), " tokens of hidden size ", H()));
+        return absl::InvalidArgumentError(absl::StrCat("MTP chunk has ", c.hidden.size(),
+                                                       " hidden floats for ", c.tokens.size(),
+                                                       " tokens of hidden size ", H()));
       }
       refs.push_back({static_cast<int>(tokens.size()), static_cast<int>(c.tokens.size()),
                       c.start_pos, mtp_kv.Layer(0, c.block_table)});
@@ -124,7 +115,8 @@ class DeepseekV3ModelImpl final : public DeepseekV3Model {
     }
     const int T = static_cast<int>(tokens.size());
     const int h = H();
-    std::vector<float> emb(static_cast<std::size_t>(T) * h), both(static_cast<std::size_t>(T) * 2 * h);
+    std::vector<float> emb(static_cast<std::size_t>(T) * h),
+        both(static_cast<std::size_t>(T) * 2 * h);
     be_->Embed(m.embed.empty() ? w_.embed : m.embed, tokens.data(), T, emb.data());
     be_->RmsNorm(emb.data(), T, h, m.enorm, cfg_.rms_norm_eps, emb.data());
     be_->RmsNorm(prev_hidden.data(), T, h, m.hnorm, cfg_.rms_norm_eps, prev_hidden.data());
@@ -146,14 +138,7 @@ class DeepseekV3ModelImpl final : public DeepseekV3Model {
   LayerExtras MakeExtras(const DeepseekV3LayerWeights& l) const {
     LayerExtras e;
     if (!l.router_bias.empty()) e.router_bias = ToFloats(l.router_bias);
-    const int dn = cfg_.qk_nope_head_dim, dv = cfg_.v_head_dim, r = cfg_.kv_lora_rank;
-    for (int head = 0; head < cfg_.num_heads; ++head) {
-      std::vector<float> t(static_cast<std::size_t>(r) * dn);
-      for (int d = 0; d < dn; ++d) {
-        for (int c = 0; c < r; ++c) t[c * dn + d] = l.kv_b_proj.At(head * (dn + dv) + d, c);
-      }
-      e.uk_t.push_back(std::move(t));
-    }
+    e.absorbed = attention_.PrepareAbsorbed(l);
     return e;
   }
 
@@ -170,10 +155,10 @@ class DeepseekV3ModelImpl final : public DeepseekV3Model {
                             absl::string_view what) const {
     if (kv.base == nullptr || kv.block_size <= 0 || kv.num_layers != want.num_layers ||
         kv.floats_per_token != want.floats_per_token) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, " does not match the model: needs ", want.num_layers, " layers of ",
-          want.floats_per_token, " floats per token, got ", kv.num_layers, " layers of ",
-          kv.floats_per_token, " (block_size ", kv.block_size, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " does not match the model: needs ", want.num_layers, " layers of ",
+                       want.floats_per_token, " floats per token, got ", kv.num_layers,
+                       " layers of ", kv.floats_per_token, " (block_size ", kv.block_size, ")"));
     }
     return absl::OkStatus();
   }
@@ -218,11 +203,12 @@ class DeepseekV3ModelImpl final : public DeepseekV3Model {
   }
 
   void RunLayer(const DeepseekV3LayerWeights& l, const LayerExtras& ex,
-                std::span<const ChunkRef> refs, std::span<const int> positions, float* x, int T) {
+                std::span<const MlaChunk> refs, std::span<const int> positions, float* x, int T) {
     const int h = H();
-    std::vector<float> normed(static_cast<std::size_t>(T) * h), out(static_cast<std::size_t>(T) * h);
+    std::vector<float> normed(static_cast<std::size_t>(T) * h),
+        out(static_cast<std::size_t>(T) * h);
     be_->RmsNorm(x, T, h, l.attn_norm, cfg_.rms_norm_eps, normed.data());
-    Attention(l, ex, refs, positions, normed.data(), T, out.data());
+    attention_.Forward(l, ex.absorbed, refs, positions, normed.data(), T, out.data());
     be_->Axpy(1.0f, out.data(), static_cast<std::int64_t>(T) * h, x);
     be_->RmsNorm(x, T, h, l.ffn_norm, cfg_.rms_norm_eps, normed.data());
     if (l.experts.empty()) {
@@ -268,7 +254,8 @@ class DeepseekV3ModelImpl final : public DeepseekV3Model {
       y.resize(static_cast<std::size_t>(n) * h);
       for (int i = 0; i < n; ++i) std::copy_n(in + rows[i].first * h, h, gathered.data() + i * h);
       Mlp(l.experts[e], gathered.data(), n, y.data());
-      for (int i = 0; i < n; ++i) be_->Axpy(rows[i].second, y.data() + i * h, h, out + rows[i].first * h);
+      for (int i = 0; i < n; ++i)
+        be_->Axpy(rows[i].second, y.data() + i * h, h, out + rows[i].first * h);
     }
     if (cfg_.n_shared_experts > 0) {
       std::vector<float> shared(static_cast<std::size_t>(T) * h);
@@ -277,149 +264,11 @@ class DeepseekV3ModelImpl final : public DeepseekV3Model {
     }
   }
 
-  void Attention(const DeepseekV3LayerWeights& l, const LayerExtras& ex,
-                 std::span<const ChunkRef> refs, std::span<const int> positions, const float* in,
-                 int T, float* out) {
-    const int nh = cfg_.num_heads, dn = cfg_.qk_nope_head_dim, dr = cfg_.qk_rope_head_dim;
-    const int qk = cfg_.qk_head_dim(), dv = cfg_.v_head_dim, r = cfg_.kv_lora_rank;
-    const int row = r + dr;
-    std::vector<float> q(static_cast<std::size_t>(T) * nh * qk);
-    if (l.q_proj.empty()) {
-      std::vector<float> qa(static_cast<std::size_t>(T) * cfg_.q_lora_rank);
-      be_->MatMul(in, T, l.q_a_proj, qa.data());
-      be_->RmsNorm(qa.data(), T, cfg_.q_lora_rank, l.q_a_norm, cfg_.latent_norm_eps, qa.data());
-      be_->MatMul(qa.data(), T, l.q_b_proj, q.data());
-    } else {
-      be_->MatMul(in, T, l.q_proj, q.data());
-    }
-    // kv rows are exactly what the cache stores: [normalised latent | rotated rope key].
-    std::vector<float> kv(static_cast<std::size_t>(T) * row);
-    be_->MatMul(in, T, l.kv_a_proj, kv.data());
-    for (int t = 0; t < T; ++t) {
-      be_->RmsNorm(kv.data() + t * row, 1, r, l.kv_a_norm, cfg_.latent_norm_eps, kv.data() + t * row);
-    }
-    const int half = dr / 2;
-    std::vector<float> cos(static_cast<std::size_t>(T) * half), sin(cos.size());
-    internal::FillCosSin(rope_, positions, cos.data(), sin.data());
-    be_->Rope(q.data() + dn, T, nh, qk, dr, cos.data(), sin.data(), cfg_.rope_layout);
-    be_->Rope(kv.data() + r, T, 1, row, dr, cos.data(), sin.data(), cfg_.rope_layout);
-    for (const ChunkRef& c : refs) {
-      for (int i = 0; i < c.n; ++i) {
-        std::copy_n(kv.data() + (c.row + i) * row, row, c.kv.TokenRow(c.cache_start + i));
-      }
-    }
-    std::vector<float> o(static_cast<std::size_t>(T) * nh * dv);
-    if (absorbed_) {
-      AbsorbedAttention(l, ex, refs, q, T, o.data());
-    } else {
-      for (const ChunkRef& c : refs) NaiveAttention(l, c, q.data() + c.row * nh * qk, o.data() + c.row * nh * dv);
-    }
-    be_->MatMul(o.data(), T, l.o_proj, out);
-  }
-
-  // Scores against the cached latent directly: q_latent = W_UK^T q_nope per head, and the
-  // attention-weighted latent is expanded by W_UV afterwards.
-  void AbsorbedAttention(const DeepseekV3LayerWeights& l, const LayerExtras& ex,
-                         std::span<const ChunkRef> refs, const std::vector<float>& q, int T,
-                         float* o) {
-    const int nh = cfg_.num_heads, dn = cfg_.qk_nope_head_dim, dr = cfg_.qk_rope_head_dim;
-    const int qk = cfg_.qk_head_dim(), dv = cfg_.v_head_dim, r = cfg_.kv_lora_rank;
-    std::vector<float> q_latent(static_cast<std::size_t>(T) * nh * r);
-    std::vector<float> q_rope(static_cast<std::size_t>(T) * nh * dr);
-    std::vector<float> head_in(static_cast<std::size_t>(T) * std::max(dn, r));
-    std::vector<float> head_out(static_cast<std::size_t>(T) * std::max(r, dv));
-    for (int hd = 0; hd < nh; ++hd) {
-      for (int t = 0; t < T; ++t) {
-        const float* qh = q.data() + (static_cast<std::size_t>(t) * nh + hd) * qk;
-        std::copy_n(qh, dn, head_in.data() + t * dn);
-        std::copy_n(qh + dn, dr, q_rope.data() + (static_cast<std::size_t>(t) * nh + hd) * dr);
-      }
-      const WeightView uk_t{ex.uk_t[hd].data(), kernels::DType::kF32, r, dn};
-      be_->MatMul(head_in.data(), T, uk_t, head_out.data());
-      for (int t = 0; t < T; ++t) {
-        std::copy_n(head_out.data() + t * r, r, q_latent.data() + (static_cast<std::size_t>(t) * nh + hd) * r);
-      }
-    }
-    std::vector<float> latent_out(q_latent.size());
-    for (const ChunkRef& c : refs) {
-      kernels::MlaAttentionParams p;
-      p.q_latent = q_latent.data() + static_cast<std::size_t>(c.row) * nh * r;
-      p.q_rope = q_rope.data() + static_cast<std::size_t>(c.row) * nh * dr;
-      p.out_latent = latent_out.data() + static_cast<std::size_t>(c.row) * nh * r;
-      p.n_tokens = c.n;
-      p.start_pos = c.cache_start;
-      p.n_heads = nh;
-      p.kv_lora_rank = r;
-      p.rope_dim = dr;
-      p.scale = softmax_scale_;
-      p.kv = c.kv;
-      be_->MlaAttention(p);
-    }
-    for (int hd = 0; hd < nh; ++hd) {
-      for (int t = 0; t < T; ++t) {
-        std::copy_n(latent_out.data() + (static_cast<std::size_t>(t) * nh + hd) * r, r, head_in.data() + t * r);
-      }
-      be_->MatMul(head_in.data(), T, l.kv_b_proj.RowSlice(hd * (dn + dv) + dn, dv), head_out.data());
-      for (int t = 0; t < T; ++t) {
-        std::copy_n(head_out.data() + t * dv, dv, o + (static_cast<std::size_t>(t) * nh + hd) * dv);
-      }
-    }
-  }
-
-  // The textbook form: expand every cached latent into per-head K_nope and V with kv_b_proj and
-  // run plain attention over a temporary one-block cache (V zero-padded to the key width).
-  void NaiveAttention(const DeepseekV3LayerWeights& l, const ChunkRef& c, const float* q, float* o) {
-    const int nh = cfg_.num_heads, dn = cfg_.qk_nope_head_dim, dr = cfg_.qk_rope_head_dim;
-    const int qk = cfg_.qk_head_dim(), dv = cfg_.v_head_dim, r = cfg_.kv_lora_rank;
-    const int hd = std::max(qk, dv);
-    const int ctx = c.cache_start + c.n;
-    std::vector<float> latent(static_cast<std::size_t>(ctx) * r);
-    for (int t = 0; t < ctx; ++t) std::copy_n(c.kv.TokenRow(t), r, latent.data() + t * r);
-    std::vector<float> kvb(static_cast<std::size_t>(ctx) * nh * (dn + dv));
-    be_->MatMul(latent.data(), ctx, l.kv_b_proj, kvb.data());
-    const int stride = 2 * nh * hd;
-    std::vector<float> tmp(static_cast<std::size_t>(ctx) * stride, 0.0f);
-    for (int t = 0; t < ctx; ++t) {
-      const float* k_rope = c.kv.TokenRow(t) + r;
-      for (int head = 0; head < nh; ++head) {
-        const float* src = kvb.data() + (static_cast<std::size_t>(t) * nh + head) * (dn + dv);
-        float* k = tmp.data() + static_cast<std::size_t>(t) * stride + head * hd;
-        std::copy_n(src, dn, k);
-        std::copy_n(k_rope, dr, k + dn);
-        std::copy_n(src + dn, dv, k + nh * hd);
-      }
-    }
-    std::vector<float> qp(static_cast<std::size_t>(c.n) * nh * hd, 0.0f), op(qp.size());
-    for (int i = 0; i < c.n * nh; ++i) std::copy_n(q + i * qk, qk, qp.data() + i * hd);
-    const std::int32_t block = 0;
-    kernels::GqaAttentionParams p;
-    p.q = qp.data();
-    p.out = op.data();
-    p.n_tokens = c.n;
-    p.start_pos = c.cache_start;
-    p.n_heads = nh;
-    p.n_kv_heads = nh;
-    p.head_dim = hd;
-    p.scale = softmax_scale_;
-    p.kv.layer_base = tmp.data();
-    p.kv.block_stride = static_cast<std::int64_t>(ctx) * stride;
-    p.kv.token_stride = stride;
-    p.kv.block_size = ctx;
-    p.kv.block_table = &block;
-    p.kv.num_blocks = 1;
-    p.k_offset = 0;
-    p.v_offset = nh * hd;
-    be_->GqaAttention(p);
-    for (int i = 0; i < c.n * nh; ++i) std::copy_n(op.data() + i * hd, dv, o + i * dv);
-  }
-
   DeepseekV3Config cfg_;
   DeepseekV3Weights w_;
   std::vector<MappedFile> storage_;
-  bool absorbed_;
   kernels::Backend* be_;
-  internal::RopeTables rope_;
-  float softmax_scale_ = 1.0f;
+  internal::MlaAttention attention_;  // after cfg_: holds a reference to it
   std::vector<LayerExtras> extras_, mtp_extras_;
 };
 

@@ -20,7 +20,8 @@ void RouteToken(const DeepseekV3Config& config, std::span<const float> logits,
   // Group score: sum of the group's two best biased scores (one when a group has one expert).
   std::vector<float> group_score(config.n_group);
   for (int g = 0; g < config.n_group; ++g) {
-    std::vector<float> members(choice.begin() + g * per_group, choice.begin() + (g + 1) * per_group);
+    std::vector<float> members(choice.begin() + g * per_group,
+                               choice.begin() + (g + 1) * per_group);
     const int take = std::min(2, per_group);
     std::partial_sort(members.begin(), members.begin() + take, members.end(), std::greater<>());
     group_score[g] = std::accumulate(members.begin(), members.begin() + take, 0.0f);

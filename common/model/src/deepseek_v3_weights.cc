@@ -66,12 +66,16 @@ std::string DeepseekLayerName(int layer, const std::string& suffix) {
 }
 
 absl::Status ValidateDeepseekV3Config(const DeepseekV3Config& c) {
-  const std::pair<const char*, int> positive[] = {
-      {"vocab_size", c.base.vocab_size},        {"hidden_size", c.base.hidden_size},
-      {"num_hidden_layers", c.base.num_layers}, {"num_attention_heads", c.num_heads},
-      {"kv_lora_rank", c.kv_lora_rank},         {"qk_nope_head_dim", c.qk_nope_head_dim},
-      {"qk_rope_head_dim", c.qk_rope_head_dim}, {"v_head_dim", c.v_head_dim},
-      {"n_group", c.n_group},                   {"topk_group", c.topk_group}};
+  const std::pair<const char*, int> positive[] = {{"vocab_size", c.base.vocab_size},
+                                                  {"hidden_size", c.base.hidden_size},
+                                                  {"num_hidden_layers", c.base.num_layers},
+                                                  {"num_attention_heads", c.num_heads},
+                                                  {"kv_lora_rank", c.kv_lora_rank},
+                                                  {"qk_nope_head_dim", c.qk_nope_head_dim},
+                                                  {"qk_rope_head_dim", c.qk_rope_head_dim},
+                                                  {"v_head_dim", c.v_head_dim},
+                                                  {"n_group", c.n_group},
+                                                  {"topk_group", c.topk_group}};
   for (const auto& [field, value] : positive) {
     if (value <= 0) return absl::InvalidArgumentError(absl::StrCat(field, " must be positive"));
   }
@@ -106,8 +110,8 @@ absl::Status ValidateDeepseekV3Weights(const DeepseekV3Config& c, const Deepseek
   TANDEM_RETURN_IF_ERROR(ExpectShape("model.norm.weight", w.final_norm, 1, h));
   TANDEM_RETURN_IF_ERROR(ExpectShape("lm_head.weight", w.lm_head, v, h));
   if (static_cast<int>(w.layers.size()) != c.base.num_layers) {
-    return absl::InvalidArgumentError(absl::StrCat("expected ", c.base.num_layers,
-                                                   " layers, got ", w.layers.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected ", c.base.num_layers, " layers, got ", w.layers.size()));
   }
   for (int l = 0; l < c.base.num_layers; ++l) {
     TANDEM_RETURN_IF_ERROR(CheckLayer(c, l, c.is_moe_layer(l), w.layers[l]));

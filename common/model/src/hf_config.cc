@@ -44,7 +44,9 @@ int Int(const Json& j, const char* key) {
   return static_cast<int>(x);
 }
 
-int Int(const Json& j, const char* key, int fallback) { return Has(j, key) ? Int(j, key) : fallback; }
+int Int(const Json& j, const char* key, int fallback) {
+  return Has(j, key) ? Int(j, key) : fallback;
+}
 
 bool Bool(const Json& j, const char* key, bool fallback) {
   if (!Has(j, key)) return fallback;
@@ -79,7 +81,8 @@ void ParseRope(const Json& j, int max_positions, float* theta, RopeScaling* s) {
   const Json empty = Json::object();
   const Json& r = rope != nullptr ? *rope : empty;
   *theta = static_cast<float>(Number(r, "rope_theta", Number(j, "rope_theta", 10000.0)));
-  if (Number(r, "partial_rotary_factor", 1.0) != 1.0) Fail("partial_rotary_factor is not supported");
+  if (Number(r, "partial_rotary_factor", 1.0) != 1.0)
+    Fail("partial_rotary_factor is not supported");
   const std::string type = String(r, "rope_type", String(r, "type", "default"));
   if (type == "default") {
     s->type = RopeScalingType::kNone;
@@ -95,7 +98,8 @@ void ParseRope(const Json& j, int max_positions, float* theta, RopeScaling* s) {
     s->type = RopeScalingType::kLlama3;
     s->low_freq_factor = static_cast<float>(Number(r, "low_freq_factor"));
     s->high_freq_factor = static_cast<float>(Number(r, "high_freq_factor"));
-    if (s->high_freq_factor <= s->low_freq_factor) Fail("llama3 rope needs high_freq_factor > low_freq_factor");
+    if (s->high_freq_factor <= s->low_freq_factor)
+      Fail("llama3 rope needs high_freq_factor > low_freq_factor");
   } else if (type == "yarn") {
     s->type = RopeScalingType::kYarn;
     if (!Has(r, "factor")) s->factor = static_cast<float>(max_positions) / original;

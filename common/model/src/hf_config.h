@@ -15,8 +15,8 @@ struct HfConfig {
   std::string architecture;  // architectures[0]
   Architecture arch = Architecture::kLlama;
   bool tie_word_embeddings = false;
-  LlamaConfig llama;           // arch == kLlama
-  DeepseekV3Config deepseek;   // arch == kDeepseekV3
+  LlamaConfig llama;          // arch == kLlama
+  DeepseekV3Config deepseek;  // arch == kDeepseekV3
 };
 
 // `source` names the file in errors.

@@ -17,8 +17,9 @@ namespace tandem::model::internal {
 namespace {
 
 // HF Llama names; shapes checked here so errors carry the checkpoint's own names.
-absl::StatusOr<LlamaWeights> MapLlamaWeights(const LlamaConfig& c, const SafetensorsCheckpoint& ckpt,
-                                             bool tie, bool check_finite) {
+absl::StatusOr<LlamaWeights> MapLlamaWeights(const LlamaConfig& c,
+                                             const SafetensorsCheckpoint& ckpt, bool tie,
+                                             bool check_finite) {
   const std::int64_t h = c.base.hidden_size, q = c.num_heads * c.head_dim;
   const std::int64_t kv = c.num_kv_heads * c.head_dim, inter = c.intermediate_size;
   auto take = [&](const std::string& name, std::int64_t rows, std::int64_t cols,
@@ -80,9 +81,9 @@ absl::StatusOr<std::unique_ptr<Model>> LoadHuggingFace(const std::string& dir,
     return std::unique_ptr<Model>(std::move(model));
   }
   config.llama.base.name = ServedName(dir, options);
-  TANDEM_ASSIGN_OR_RETURN(LlamaWeights weights,
-                          MapLlamaWeights(config.llama, ckpt, config.tie_word_embeddings,
-                                          options.check_finite));
+  TANDEM_ASSIGN_OR_RETURN(
+      LlamaWeights weights,
+      MapLlamaWeights(config.llama, ckpt, config.tie_word_embeddings, options.check_finite));
   return CreateLlamaModel(std::move(config.llama), std::move(weights),
                           std::move(ckpt).ReleaseMappings(), backend);
 }

@@ -14,17 +14,18 @@ double YarnMscale(double scale, double mscale) {
 
 // Dimension index at which a frequency completes `rotations` turns over the original context.
 double YarnCorrectionDim(double rotations, int dim, double base, int original_max) {
-  return dim * std::log(original_max / (rotations * 2.0 * std::numbers::pi)) / (2.0 * std::log(base));
+  return dim * std::log(original_max / (rotations * 2.0 * std::numbers::pi)) /
+         (2.0 * std::log(base));
 }
 
 void ApplyYarn(int rope_dim, double theta, const RopeScaling& s, RopeTables* t) {
   const double factor = s.factor;
-  const double low = std::max(
-      std::floor(YarnCorrectionDim(s.beta_fast, rope_dim, theta, s.original_max_position_embeddings)),
-      0.0);
-  double high = std::min(
-      std::ceil(YarnCorrectionDim(s.beta_slow, rope_dim, theta, s.original_max_position_embeddings)),
-      static_cast<double>(rope_dim - 1));
+  const double low = std::max(std::floor(YarnCorrectionDim(s.beta_fast, rope_dim, theta,
+                                                           s.original_max_position_embeddings)),
+                              0.0);
+  double high = std::min(std::ceil(YarnCorrectionDim(s.beta_slow, rope_dim, theta,
+                                                     s.original_max_position_embeddings)),
+                         static_cast<double>(rope_dim - 1));
   if (low == high) high += 0.001;  // the ramp would divide by zero
   for (int i = 0; i < rope_dim / 2; ++i) {
     const double extrapolated = t->inv_freq[i];
@@ -34,10 +35,10 @@ void ApplyYarn(int rope_dim, double theta, const RopeScaling& s, RopeTables* t) 
     t->inv_freq[i] = static_cast<float>(interpolated * (1.0 - keep) + extrapolated * keep);
   }
   // mscale == 0 stands for "absent": the config then gets the plain YaRN factor.
-  t->cos_sin_scale = static_cast<float>(
-      s.mscale != 0.0f && s.mscale_all_dim != 0.0f
-          ? YarnMscale(factor, s.mscale) / YarnMscale(factor, s.mscale_all_dim)
-          : YarnMscale(factor, 1.0));
+  t->cos_sin_scale =
+      static_cast<float>(s.mscale != 0.0f && s.mscale_all_dim != 0.0f
+                             ? YarnMscale(factor, s.mscale) / YarnMscale(factor, s.mscale_all_dim)
+                             : YarnMscale(factor, 1.0));
   // DeepSeek scales the softmax by mscale(factor, mscale_all_dim)^2 on top of 1/sqrt(head_dim).
   if (s.mscale_all_dim != 0.0f) {
     const double m = YarnMscale(factor, s.mscale_all_dim);

@@ -36,8 +36,8 @@ struct Range {
 };
 
 absl::Status ParseEntry(const std::string& file, const std::string& name, const Json& entry,
-                        const std::uint8_t* data, std::uint64_t data_size,
-                        SafetensorsTensor* out, Range* range) {
+                        const std::uint8_t* data, std::uint64_t data_size, SafetensorsTensor* out,
+                        Range* range) {
   auto bad = [&](absl::string_view what) {
     return absl::InvalidArgumentError(absl::StrCat(file, ": tensor ", name, ": ", what));
   };
@@ -51,7 +51,8 @@ absl::Status ParseEntry(const std::string& file, const std::string& name, const 
       !(*offsets)[0].is_number_unsigned() || !(*offsets)[1].is_number_unsigned()) {
     return bad("data_offsets must be two non-negative integers");
   }
-  TANDEM_ASSIGN_OR_RETURN(const kernels::DType dtype, ParseDType(file, name, dt->get<std::string>()));
+  TANDEM_ASSIGN_OR_RETURN(const kernels::DType dtype,
+                          ParseDType(file, name, dt->get<std::string>()));
   std::uint64_t numel = 1;
   for (const Json& d : *shape) {
     if (!d.is_number_unsigned()) return bad("shape holds a non-integer or negative dimension");
@@ -105,9 +106,8 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
   std::uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | f.file_.data()[i];
   if (header_len > size - 8 || header_len > kMaxHeaderBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": header length ", header_len,
-                                                   " does not fit in the file of ", size,
-                                                   " bytes"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": header length ", header_len, " does not fit in the file of ", size, " bytes"));
   }
   const char* header = reinterpret_cast<const char*>(f.file_.data() + 8);
   Json j = Json::parse(header, header + header_len, nullptr, /*allow_exceptions=*/false);
@@ -146,8 +146,8 @@ absl::StatusOr<SafetensorsCheckpoint> SafetensorsCheckpoint::Open(const std::str
   std::error_code ec;
   if (!fs::exists(index_path, ec)) {
     if (!fs::exists(single_path, ec)) {
-      return absl::NotFoundError(absl::StrCat(
-          dir, " has neither model.safetensors nor model.safetensors.index.json"));
+      return absl::NotFoundError(
+          absl::StrCat(dir, " has neither model.safetensors nor model.safetensors.index.json"));
     }
     TANDEM_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::Open(single_path.string()));
     ckpt.tensors_ = f.tensors();
@@ -157,7 +157,8 @@ absl::StatusOr<SafetensorsCheckpoint> SafetensorsCheckpoint::Open(const std::str
   TANDEM_ASSIGN_OR_RETURN(const Json index, ReadJsonFile(index_path.string()));
   const auto wm = index.is_object() ? index.find("weight_map") : index.end();
   if (wm == index.end() || !wm->is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(index_path.string(), " has no weight_map object"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(index_path.string(), " has no weight_map object"));
   }
   std::map<std::string, std::size_t> file_of_shard;
   for (auto it = wm->begin(); it != wm->end(); ++it) {

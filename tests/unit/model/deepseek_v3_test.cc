@@ -114,8 +114,7 @@ TEST_P(DeepseekV3Fixture, ChunkedPrefillMatchesTransformers) {
 TEST_P(DeepseekV3Fixture, TokenByTokenMatchesTransformers) {
   TestKv kv(model_->kv_layout(), 8);
   const auto table = TestKv::Table(0, 8);
-  const std::vector<float> logits =
-      RunChunks(std::vector<int>(ref_.prompt.size(), 1), &kv, table);
+  const std::vector<float> logits = RunChunks(std::vector<int>(ref_.prompt.size(), 1), &kv, table);
   EXPECT_LT(MaxRelError(logits, ref_.prompt_logits), GetParam().tolerance);
 }
 
@@ -143,7 +142,9 @@ TEST_P(DeepseekV3Fixture, BatchedSequencesMatchThemselvesAlone) {
     c.block_table = table;
     c.logits = LogitsMode::kNone;
     std::vector<float> ignored;
-    if (!prefix.empty()) ASSERT_TRUE(model_->Forward({&c, 1}, kv.storage, &ignored).ok());
+    if (!prefix.empty()) {
+      ASSERT_TRUE(model_->Forward({&c, 1}, kv.storage, &ignored).ok());
+    }
     c.tokens = next;
     c.start_pos = static_cast<int>(prefix.size());
     c.logits = LogitsMode::kAll;
@@ -178,14 +179,14 @@ TEST_P(DeepseekV3Fixture, BatchedSequencesMatchThemselvesAlone) {
   EXPECT_LT(MaxRelError(a_alone, ref_.prompt_logits), GetParam().tolerance);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Fixtures, DeepseekV3Fixture,
-    ::testing::Values(Case{"deepseek_v3_tiny", 1e-4, true}, Case{"deepseek_v3_tiny", 1e-4, false},
-                      Case{"deepseek_v3_tiny_noqlora", 1e-4, true},
-                      Case{"deepseek_v3_tiny_noqlora", 1e-4, false},
-                      Case{"deepseek_v3_tiny_bf16", 2e-2, true},
-                      Case{"deepseek_v3_tiny_bf16", 2e-2, false}),
-    CaseName);
+INSTANTIATE_TEST_SUITE_P(Fixtures, DeepseekV3Fixture,
+                         ::testing::Values(Case{"deepseek_v3_tiny", 1e-4, true},
+                                           Case{"deepseek_v3_tiny", 1e-4, false},
+                                           Case{"deepseek_v3_tiny_noqlora", 1e-4, true},
+                                           Case{"deepseek_v3_tiny_noqlora", 1e-4, false},
+                                           Case{"deepseek_v3_tiny_bf16", 2e-2, true},
+                                           Case{"deepseek_v3_tiny_bf16", 2e-2, false}),
+                         CaseName);
 
 TEST(DeepseekV3, AbsorbedAndNaiveAttentionAgree) {
   auto backend = kernels::CreateCpuBackend({});
@@ -251,7 +252,8 @@ TEST(DeepseekV3, MtpMatchesTransformersMtpLayer) {
         ASSERT_TRUE(s.ok()) << s;
         pos += n;
       }
-      EXPECT_LT(MaxRelError(draft, want), 1e-4) << "absorbed=" << absorbed << " chunks=" << sizes.size();
+      EXPECT_LT(MaxRelError(draft, want), 1e-4)
+          << "absorbed=" << absorbed << " chunks=" << sizes.size();
     }
   }
 }

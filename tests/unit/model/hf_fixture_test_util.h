@@ -101,8 +101,8 @@ namespace tandem::model::testing {
 // A private copy of a fixture directory that a test may corrupt.
 inline std::string CopyFixture(const std::string& name, const std::string& tag) {
   namespace fs = std::filesystem;
-  const fs::path dst = fs::temp_directory_path() /
-                       ("tandem_" + name + "_" + tag + "_" + std::to_string(::getpid()));
+  const fs::path dst =
+      fs::temp_directory_path() / ("tandem_" + name + "_" + tag + "_" + std::to_string(::getpid()));
   fs::remove_all(dst);
   fs::copy(FixtureDir(name), dst, fs::copy_options::recursive);
   return dst.string();

@@ -17,10 +17,10 @@
 namespace tandem::model {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::CopyFixture;
 using testing::EditSafetensorsHeader;
 using testing::FixtureDir;
+using ::testing::HasSubstr;
 using testing::LoadReference;
 using testing::MaxRelError;
 using testing::PokeFirstFloat;
@@ -34,7 +34,8 @@ class HfLoader : public ::testing::Test {
     for (const auto& d : dirs_) std::filesystem::remove_all(d);
   }
   std::string Copy(const std::string& fixture) {
-    dirs_.push_back(CopyFixture(fixture, ::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    dirs_.push_back(
+        CopyFixture(fixture, ::testing::UnitTest::GetInstance()->current_test_info()->name()));
     return dirs_.back();
   }
   absl::Status Load(const std::string& dir, bool check_finite = false) {
@@ -137,9 +138,8 @@ TEST_F(HfLoader, FusedExpertShapeMismatchIsNamed) {
 TEST_F(HfLoader, UnsupportedDtypeIsNamed) {
   for (const std::string dtype : {"I32", "F16"}) {
     const std::string dir = Copy("deepseek_v3_tiny");
-    EditSafetensorsHeader(dir + "/model.safetensors", [&](nlohmann::json& h) {
-      h["model.norm.weight"]["dtype"] = dtype;
-    });
+    EditSafetensorsHeader(dir + "/model.safetensors",
+                          [&](nlohmann::json& h) { h["model.norm.weight"]["dtype"] = dtype; });
     const absl::Status s = Load(dir);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(s.message(), HasSubstr("model.norm.weight has dtype " + dtype));

@@ -13,9 +13,9 @@
 namespace tandem::model::internal {
 namespace {
 
-using ::testing::HasSubstr;
 using tandem::model::testing::SafetensorsBytes;
 using tandem::model::testing::WriteBytes;
+using ::testing::HasSubstr;
 using Json = nlohmann::json;
 
 class Safetensors : public ::testing::Test {
@@ -80,7 +80,8 @@ TEST_F(Safetensors, ReadsTensorsInPlace) {
 TEST_F(Safetensors, StackedTensorsFlattenLeadingDimensions) {
   Json h;
   h["e"] = {{"dtype", "F32"}, {"shape", {2, 3, 4}}, {"data_offsets", {0, 96}}};
-  auto f = SafetensorsFile::Open(Write("e.safetensors", SafetensorsBytes(h, std::string(96, '\0'))));
+  auto f =
+      SafetensorsFile::Open(Write("e.safetensors", SafetensorsBytes(h, std::string(96, '\0'))));
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_EQ(f->tensors().at("e").view.rows, 6);
   EXPECT_EQ(f->tensors().at("e").view.cols, 4);
@@ -108,14 +109,16 @@ TEST_F(Safetensors, RejectsBadHeaderLength) {
 }
 
 TEST_F(Safetensors, RejectsOffsetsPastTheEnd) {
-  const auto f = SafetensorsFile::Open(Write(
-      "o.safetensors", WithEntry("w", {{"dtype", "F32"}, {"shape", {32}}, {"data_offsets", {0, 128}}})));
+  const auto f = SafetensorsFile::Open(
+      Write("o.safetensors",
+            WithEntry("w", {{"dtype", "F32"}, {"shape", {32}}, {"data_offsets", {0, 128}}})));
   EXPECT_THAT(f.status().message(), HasSubstr("tensor w: data_offsets [0, 128] fall outside"));
 }
 
 TEST_F(Safetensors, RejectsSizeMismatch) {
-  const auto f = SafetensorsFile::Open(Write(
-      "m.safetensors", WithEntry("w", {{"dtype", "F32"}, {"shape", {3}}, {"data_offsets", {0, 16}}})));
+  const auto f = SafetensorsFile::Open(
+      Write("m.safetensors",
+            WithEntry("w", {{"dtype", "F32"}, {"shape", {3}}, {"data_offsets", {0, 16}}})));
   EXPECT_THAT(f.status().message(), HasSubstr("tensor w: shape needs 12 bytes"));
 }
 
@@ -123,32 +126,36 @@ TEST_F(Safetensors, RejectsOverlap) {
   Json h;
   h["x"] = {{"dtype", "F32"}, {"shape", {4}}, {"data_offsets", {0, 16}}};
   h["y"] = {{"dtype", "F32"}, {"shape", {4}}, {"data_offsets", {8, 24}}};
-  const auto f = SafetensorsFile::Open(Write("v.safetensors", SafetensorsBytes(h, std::string(32, '\0'))));
+  const auto f =
+      SafetensorsFile::Open(Write("v.safetensors", SafetensorsBytes(h, std::string(32, '\0'))));
   EXPECT_THAT(f.status().message(), HasSubstr("overlap"));
 }
 
 TEST_F(Safetensors, RejectsUnsupportedDtypeByName) {
   for (const std::string dtype : {"F16", "I32", "F8_E4M3", "F64"}) {
-    const auto f = SafetensorsFile::Open(Write(
-        "d.safetensors", WithEntry("layer.w", {{"dtype", dtype}, {"shape", {2}}, {"data_offsets", {0, 8}}})));
+    const auto f = SafetensorsFile::Open(
+        Write("d.safetensors",
+              WithEntry("layer.w", {{"dtype", dtype}, {"shape", {2}}, {"data_offsets", {0, 8}}})));
     EXPECT_EQ(f.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(f.status().message(), HasSubstr("tensor layer.w has dtype " + dtype));
   }
 }
 
 TEST_F(Safetensors, RejectsMalformedEntries) {
-  EXPECT_THAT(SafetensorsFile::Open(Write("n.safetensors",
-                                          WithEntry("w", {{"dtype", "F32"}, {"shape", {-1}},
-                                                          {"data_offsets", {0, 4}}})))
-                  .status()
-                  .message(),
-              HasSubstr("tensor w: shape"));
-  EXPECT_THAT(SafetensorsFile::Open(Write("r.safetensors",
-                                          WithEntry("w", {{"dtype", "F32"}, {"shape", {1}},
-                                                          {"data_offsets", {8, 4}}})))
-                  .status()
-                  .message(),
-              HasSubstr("tensor w: data_offsets"));
+  EXPECT_THAT(
+      SafetensorsFile::Open(
+          Write("n.safetensors",
+                WithEntry("w", {{"dtype", "F32"}, {"shape", {-1}}, {"data_offsets", {0, 4}}})))
+          .status()
+          .message(),
+      HasSubstr("tensor w: shape"));
+  EXPECT_THAT(
+      SafetensorsFile::Open(
+          Write("r.safetensors",
+                WithEntry("w", {{"dtype", "F32"}, {"shape", {1}}, {"data_offsets", {8, 4}}})))
+          .status()
+          .message(),
+      HasSubstr("tensor w: data_offsets"));
   EXPECT_THAT(SafetensorsFile::Open(Write("q.safetensors", WithEntry("w", {{"shape", {1}}})))
                   .status()
                   .message(),
@@ -169,8 +176,8 @@ TEST_F(Safetensors, CheckpointReadsSingleFileOrIndex) {
   h["c"] = {{"dtype", "F32"}, {"shape", {1}}, {"data_offsets", {0, 4}}};
   Write("part2.safetensors", SafetensorsBytes(h, std::string(4, '\0')));
   Json index;
-  index["weight_map"] = {{"a", "part1.safetensors"}, {"b", "part1.safetensors"},
-                         {"c", "part2.safetensors"}};
+  index["weight_map"] = {
+      {"a", "part1.safetensors"}, {"b", "part1.safetensors"}, {"c", "part2.safetensors"}};
   Write("model.safetensors.index.json", index.dump());
   auto sharded = SafetensorsCheckpoint::Open(dir_.string());
   ASSERT_TRUE(sharded.ok()) << sharded.status();
@@ -180,14 +187,16 @@ TEST_F(Safetensors, CheckpointReadsSingleFileOrIndex) {
 
   index["weight_map"]["d"] = "part3.safetensors";
   Write("model.safetensors.index.json", index.dump());
-  EXPECT_EQ(SafetensorsCheckpoint::Open(dir_.string()).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(SafetensorsCheckpoint::Open(dir_.string()).status().code(),
+            absl::StatusCode::kNotFound);
   Write("model.safetensors.index.json", "{\"weight_map\": 3}");
   EXPECT_THAT(SafetensorsCheckpoint::Open(dir_.string()).status().message(),
               HasSubstr("no weight_map"));
 }
 
 TEST_F(Safetensors, CheckpointNeedsWeights) {
-  EXPECT_EQ(SafetensorsCheckpoint::Open(dir_.string()).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(SafetensorsCheckpoint::Open(dir_.string()).status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 }  // namespace

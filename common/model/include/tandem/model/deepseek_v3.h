@@ -52,11 +52,11 @@ struct DeepseekV3MlpWeights {
 
 struct DeepseekV3LayerWeights {
   kernels::WeightView attn_norm;
-  kernels::WeightView q_proj;                       // when q_lora_rank == 0
+  kernels::WeightView q_proj;                        // when q_lora_rank == 0
   kernels::WeightView q_a_proj, q_a_norm, q_b_proj;  // when q_lora_rank > 0
   kernels::WeightView kv_a_proj, kv_a_norm, kv_b_proj, o_proj;
   kernels::WeightView ffn_norm;
-  DeepseekV3MlpWeights dense;  // dense layers
+  DeepseekV3MlpWeights dense;               // dense layers
   kernels::WeightView router, router_bias;  // MoE layers: [experts][hidden], [experts]
   std::vector<DeepseekV3MlpWeights> experts;
   DeepseekV3MlpWeights shared;
