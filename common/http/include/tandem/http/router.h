@@ -25,8 +25,9 @@ struct SseResponse {
 
 using HandlerResult = std::variant<Response, SseResponse>;
 
-// Runs on an I/O thread: it should answer quickly and hand long work elsewhere. An exception
-// escaping it is answered 500.
+// Runs on an I/O thread, possibly on several at once for different connections: it must be
+// thread-safe, answer quickly and hand long work elsewhere. An exception escaping it is
+// answered 500.
 using Handler = std::function<HandlerResult(const Request&)>;
 
 // Exact (method, path) dispatch. Immutable once given to a Server, so lookups take no lock.

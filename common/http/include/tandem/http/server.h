@@ -35,7 +35,8 @@ class Server {
 
   // Stops accepting, closes idle connections, lets in-flight requests and open streams finish
   // for up to `grace`, then cancels the remaining streams (their writers report cancelled),
-  // closes every connection and joins the I/O threads. Idempotent; blocks until done.
+  // closes every connection and joins the I/O threads. Idempotent; blocks until done, so it
+  // must not be called from a handler or an OnCancel callback (they run on the I/O threads).
   void Shutdown(absl::Duration grace);
 
  private:

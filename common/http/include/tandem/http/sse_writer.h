@@ -8,10 +8,12 @@
 
 namespace tandem::http {
 
+// The "= {}" initializers let callers write designated initializers such as {.data = "x"}
+// without -Wmissing-field-initializers noise.
 struct SseEvent {
-  std::string data;   // May span lines; each becomes its own "data:" line.
-  std::string event;  // Optional "event:" name.
-  std::string id;     // Optional "id:".
+  std::string data = {};   // May span lines; each becomes its own "data:" line.
+  std::string event = {};  // Optional "event:" name.
+  std::string id = {};     // Optional "id:".
 };
 
 // The wire form of one event, ending with the blank line that dispatches it. CR and LF inside
