@@ -73,7 +73,11 @@ TEST(LimitsTest, ChunkedBodyGrowingPastTheLimitIs413) {
 TEST(LimitsTest, MalformedRequestIs400) {
   auto server = StartWith(ServerConfig());
   for (const char* bad : {"NOT AN HTTP REQUEST\r\n\r\n", "GET /ok HTTP/1.1\r\nBad Header\r\n\r\n",
-                          "POST /upload HTTP/1.1\r\nContent-Length: abc\r\n\r\n"}) {
+                          "POST /upload HTTP/1.1\r\nContent-Length: abc\r\n\r\n",
+                          // Ambiguous framing is how requests get smuggled past proxies.
+                          "POST /upload HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
+                          "POST /upload HTTP/1.1\r\nContent-Length: 3\r\n"
+                          "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"}) {
     auto client = RawClient::Connect(server->port());
     ASSERT_TRUE(client->Send(bad));
     auto response = client->ReadResponse();
