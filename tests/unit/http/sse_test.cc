@@ -168,6 +168,23 @@ TEST_F(SseTest, SlowClientPushesBackOnTheProducer) {
   EXPECT_EQ(client_->ReadEvent(), "data: after");
 }
 
+TEST_F(SseTest, ClientThatStopsReadingIsCancelledAfterTheWriteTimeout) {
+  ServerConfig config;
+  config.write_timeout = absl::Milliseconds(300);
+  ASSERT_NO_FATAL_FAILURE(Open(config));
+  absl::Notification cancelled;
+  writer_->OnCancel([&] { cancelled.Notify(); });
+  // Fill the socket buffers; the client never reads, so a chunk write eventually stalls.
+  const std::string big(256 << 10, 'x');
+  const auto give_up = Clock::now() + milliseconds(10000);
+  while (!cancelled.HasBeenNotified() && Clock::now() < give_up) {
+    (void)writer_->Write({.data = big}, absl::Milliseconds(100));
+  }
+  EXPECT_TRUE(cancelled.HasBeenNotified());
+  EXPECT_EQ(writer_->TryWrite({.data = "x"}).code(), absl::StatusCode::kCancelled);
+  EXPECT_TRUE(client_->WaitForClose(milliseconds(10000)));
+}
+
 TEST_F(SseTest, ShutdownWithAnOpenStreamCancelsItAndReturns) {
   ASSERT_NO_FATAL_FAILURE(Open());
   absl::Notification cancelled;
