@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "simd.h"
@@ -68,19 +69,23 @@ struct Units {
   int heads_per_unit;  // <= group
   int per_group;       // units covering one group
   int per_token;       // units covering all heads of one token
-  std::int64_t count;
 };
 
-Units PlanUnits(int n_tokens, int n_heads, int group, int min_units) {
-  Units u{group, group, 1, n_heads / group, 0};
-  while (static_cast<std::int64_t>(n_tokens) * u.per_token < min_units && u.heads_per_unit > 1) {
+Units PlanUnits(std::int64_t n_tokens, int n_heads, int group, int min_units) {
+  Units u{group, group, 1, n_heads / group};
+  while (n_tokens * u.per_token < min_units && u.heads_per_unit > 1) {
     u.heads_per_unit = (u.heads_per_unit + 1) / 2;
     u.per_group = (group + u.heads_per_unit - 1) / u.heads_per_unit;
     u.per_token = n_heads / group * u.per_group;
   }
-  u.count = static_cast<std::int64_t>(n_tokens) * u.per_token;
   return u;
 }
+
+// One sequence's chunk of queries, as ForEachUnit sees it.
+struct Chunk {
+  int n_tokens;
+  int start_pos;
+};
 
 // The cache rows of positions [0, ctx), walking the block table without a division per token.
 void GatherRows(const PagedKvLayer& kv, int ctx, const float** rows) {
@@ -98,35 +103,49 @@ struct UnitScratch {
   float* scores;       // [heads][ctx]
 };
 
-// Runs body(token, first_head, n_heads_in_unit, ctx, scratch) over every unit of a causal chunk;
-// the scratch belongs to the running thread.
+// Runs body(chunk, token, first_head, n_heads_in_unit, ctx, scratch) over every unit of every
+// chunk (all with n_heads heads in groups of `group`), spread over the pool as one job; the
+// scratch belongs to the running thread.
 template <typename Body>
-void ForEachUnit(ThreadPool& pool, int n_tokens, int start_pos, int n_heads, int group,
+void ForEachUnit(ThreadPool& pool, std::span<const Chunk> chunks, int n_heads, int group,
                  std::int64_t macs_per_ctx_token, Body&& body) {
-  const bool parallel = pool.size() > 1 &&
-                        CausalWork(n_tokens, start_pos, macs_per_ctx_token) >= kParallelMacs;
-  const Units u = PlanUnits(n_tokens, n_heads, group, parallel ? 2 * pool.size() : 1);
-  const int tasks = parallel ? static_cast<int>(std::min<std::int64_t>(u.count, pool.size() * 8)) : 1;
-  const int max_ctx = start_pos + n_tokens;
+  std::int64_t work = 0, tokens = 0;
+  int max_ctx = 0;
+  for (const Chunk& c : chunks) {
+    work += CausalWork(c.n_tokens, c.start_pos, macs_per_ctx_token);
+    tokens += c.n_tokens;
+    max_ctx = std::max(max_ctx, c.start_pos + c.n_tokens);
+  }
+  if (tokens == 0) return;
+  const bool parallel = pool.size() > 1 && work >= kParallelMacs;
+  const Units u = PlanUnits(tokens, n_heads, group, parallel ? 2 * pool.size() : 1);
+  const std::int64_t units = tokens * u.per_token;
+  const int tasks = parallel ? static_cast<int>(std::min<std::int64_t>(units, pool.size() * 8)) : 1;
+  std::vector<std::int64_t> first_unit(chunks.size() + 1, 0);  // prefix sums over chunks
+  for (std::size_t c = 0; c < chunks.size(); ++c) {
+    first_unit[c + 1] = first_unit[c] + static_cast<std::int64_t>(chunks[c].n_tokens) * u.per_token;
+  }
   const std::size_t floats_per_worker = static_cast<std::size_t>(u.heads_per_unit) * max_ctx;
   std::vector<float> floats(pool.size() * floats_per_worker);
   std::vector<const float*> rows(static_cast<std::size_t>(pool.size()) * max_ctx);
   pool.Run(tasks, [&](int task, int worker) {
-    float* f = floats.data() + worker * floats_per_worker;
-    const UnitScratch mine{rows.data() + static_cast<std::size_t>(worker) * max_ctx, f};
-    for (std::int64_t i = u.count * task / tasks; i < u.count * (task + 1) / tasks; ++i) {
-      const int token = static_cast<int>(i / u.per_token);
-      const int in_token = static_cast<int>(i % u.per_token);
+    const UnitScratch mine{rows.data() + static_cast<std::size_t>(worker) * max_ctx,
+                           floats.data() + worker * floats_per_worker};
+    const std::int64_t begin = units * task / tasks, end = units * (task + 1) / tasks;
+    std::size_t c = std::upper_bound(first_unit.begin(), first_unit.end(), begin) - first_unit.begin() - 1;
+    for (std::int64_t i = begin; i < end; ++i) {
+      while (i >= first_unit[c + 1]) ++c;
+      const std::int64_t local = i - first_unit[c];
+      const int token = static_cast<int>(local / u.per_token);
+      const int in_token = static_cast<int>(local % u.per_token);
       const int group_first = in_token / u.per_group * group;
       const int h0 = group_first + in_token % u.per_group * u.heads_per_unit;
       const int nh = std::min(u.heads_per_unit, group_first + group - h0);
-      body(token, h0, nh, start_pos + token + 1, mine);
+      body(c, token, h0, nh, chunks[c].start_pos + token + 1, mine);
     }
   });
 }
 
-// The softmax-weighted sum shared by both attention kinds, for nh heads whose raw scores are in
-// scores[j * ctx + t]: out_j = sum_t softmax_j(t) * value(t), value(t) = value_row(t)[0, dim).
 // out_j = sum_t softmax_j(t) * value(t) for the unit's nh heads, whose raw scores are in
 // s.scores[j * ctx + t]; value(t) = s.rows[t] + value_offset.
 void WeightedSum(const UnitScratch& s, int nh, int ctx, std::int64_t value_offset,
@@ -139,16 +158,42 @@ void WeightedSum(const UnitScratch& s, int nh, int ctx, std::int64_t value_offse
   }
 }
 
+// Batches whose sequences share the head layout run as one job; any other batch runs per sequence.
+template <typename Params>
+bool SameHeads(std::span<const Params> batch, bool (*same)(const Params&, const Params&)) {
+  for (const Params& p : batch) {
+    if (!same(p, batch[0])) return false;
+  }
+  return true;
+}
+
+std::vector<Chunk> ChunksOf(auto batch) {
+  std::vector<Chunk> chunks;
+  chunks.reserve(batch.size());
+  for (const auto& p : batch) chunks.push_back({std::max(p.n_tokens, 0), p.start_pos});
+  return chunks;
+}
+
 }  // namespace
 
-void GqaAttention(ThreadPool& pool, const GqaAttentionParams& p) {
-  if (p.n_tokens <= 0 || p.n_heads <= 0) return;
-  const int group = p.n_heads / p.n_kv_heads;
-  const std::int64_t hd = p.head_dim;
-  ForEachUnit(pool, p.n_tokens, p.start_pos, p.n_heads, group, 2LL * p.n_heads * hd,
-              [&](int token, int h0, int nh, int ctx, const UnitScratch& s) {
+void GqaAttention(ThreadPool& pool, std::span<const GqaAttentionParams> batch) {
+  if (batch.empty() || batch[0].n_heads <= 0) return;
+  const bool uniform = SameHeads<GqaAttentionParams>(batch, [](const auto& a, const auto& b) {
+    return a.n_heads == b.n_heads && a.n_kv_heads == b.n_kv_heads && a.head_dim == b.head_dim;
+  });
+  if (!uniform) {
+    for (const GqaAttentionParams& p : batch) GqaAttention(pool, std::span(&p, 1));
+    return;
+  }
+  const int n_heads = batch[0].n_heads;
+  const int group = n_heads / batch[0].n_kv_heads;
+  const std::int64_t hd = batch[0].head_dim;
+  const std::vector<Chunk> chunks = ChunksOf(batch);
+  ForEachUnit(pool, chunks, n_heads, group, 2LL * n_heads * hd,
+              [&](std::size_t c, int token, int h0, int nh, int ctx, const UnitScratch& s) {
+                const GqaAttentionParams& p = batch[c];
                 const std::int64_t head_off = static_cast<std::int64_t>(h0 / group) * hd;
-                const std::int64_t first = static_cast<std::int64_t>(token) * p.n_heads + h0;
+                const std::int64_t first = static_cast<std::int64_t>(token) * n_heads + h0;
                 const float* q = p.q + first * hd;
                 GatherRows(p.kv, ctx, s.rows);
                 for (int t = 0; t < ctx; ++t) {
@@ -161,22 +206,31 @@ void GqaAttention(ThreadPool& pool, const GqaAttentionParams& p) {
               });
 }
 
-void MlaAttention(ThreadPool& pool, const MlaAttentionParams& p) {
-  if (p.n_tokens <= 0 || p.n_heads <= 0) return;
-  const std::int64_t rank = p.kv_lora_rank;
-  ForEachUnit(pool, p.n_tokens, p.start_pos, p.n_heads, p.n_heads,
-              p.n_heads * (2 * rank + p.rope_dim),
-              [&](int token, int h0, int nh, int ctx, const UnitScratch& s) {
-                const std::int64_t first = static_cast<std::int64_t>(token) * p.n_heads + h0;
+void MlaAttention(ThreadPool& pool, std::span<const MlaAttentionParams> batch) {
+  if (batch.empty() || batch[0].n_heads <= 0) return;
+  const bool uniform = SameHeads<MlaAttentionParams>(batch, [](const auto& a, const auto& b) {
+    return a.n_heads == b.n_heads && a.kv_lora_rank == b.kv_lora_rank && a.rope_dim == b.rope_dim;
+  });
+  if (!uniform) {
+    for (const MlaAttentionParams& p : batch) MlaAttention(pool, std::span(&p, 1));
+    return;
+  }
+  const int n_heads = batch[0].n_heads;
+  const std::int64_t rank = batch[0].kv_lora_rank;
+  const int rope = batch[0].rope_dim;
+  const std::vector<Chunk> chunks = ChunksOf(batch);
+  ForEachUnit(pool, chunks, n_heads, n_heads, n_heads * (2 * rank + rope),
+              [&](std::size_t c, int token, int h0, int nh, int ctx, const UnitScratch& s) {
+                const MlaAttentionParams& p = batch[c];
+                const std::int64_t first = static_cast<std::int64_t>(token) * n_heads + h0;
                 const float* ql = p.q_latent + first * rank;
-                const float* qr = p.q_rope + first * p.rope_dim;
+                const float* qr = p.q_rope + first * rope;
                 GatherRows(p.kv, ctx, s.rows);
                 for (int t = 0; t < ctx; ++t) {
-                  const float* c = s.rows[t];
+                  const float* row = s.rows[t];
                   for (int j = 0; j < nh; ++j) {
                     s.scores[static_cast<std::size_t>(j) * ctx + t] =
-                        (Dot(ql + j * rank, c, rank) + Dot(qr + j * p.rope_dim, c + rank, p.rope_dim)) *
-                        p.scale;
+                        (Dot(ql + j * rank, row, rank) + Dot(qr + j * rope, row + rank, rope)) * p.scale;
                   }
                 }
                 WeightedSum(s, nh, ctx, 0, rank, p.out_latent + first * rank);

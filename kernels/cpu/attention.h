@@ -1,14 +1,17 @@
 #pragma once
 
+#include <span>
+
 #include "tandem/kernels/attention_params.h"
 #include "thread_pool.h"
 
 namespace tandem::kernels::cpu {
 
-// Paged causal attention, one task per (query token, head). Each pair's output depends only on its
-// query, its position and the cache, computed in a fixed order, so it is the same whether the
-// token is alone in the call or in a chunk of any size.
-void GqaAttention(ThreadPool& pool, const GqaAttentionParams& p);
-void MlaAttention(ThreadPool& pool, const MlaAttentionParams& p);
+// Paged causal attention for a batch of sequences' query chunks, spread over the pool as one job
+// of (query token, run of heads) units. Each (token, head)'s output depends only on its query, its
+// position and its cache, computed in a fixed order: the same alone, in a chunk of any size, or
+// in a batch of any sequences.
+void GqaAttention(ThreadPool& pool, std::span<const GqaAttentionParams> batch);
+void MlaAttention(ThreadPool& pool, std::span<const MlaAttentionParams> batch);
 
 }  // namespace tandem::kernels::cpu

@@ -45,8 +45,18 @@ class FastCpuBackend final : public Backend {
              float* out) override {
     cpu::Embed(table, ids, rows, out);
   }
-  void GqaAttention(const GqaAttentionParams& p) override { cpu::GqaAttention(pool_, p); }
-  void MlaAttention(const MlaAttentionParams& p) override { cpu::MlaAttention(pool_, p); }
+  void GqaAttention(const GqaAttentionParams& p) override {
+    cpu::GqaAttention(pool_, std::span(&p, 1));
+  }
+  void MlaAttention(const MlaAttentionParams& p) override {
+    cpu::MlaAttention(pool_, std::span(&p, 1));
+  }
+  void GqaAttentionBatch(std::span<const GqaAttentionParams> batch) override {
+    cpu::GqaAttention(pool_, batch);
+  }
+  void MlaAttentionBatch(std::span<const MlaAttentionParams> batch) override {
+    cpu::MlaAttention(pool_, batch);
+  }
 
  private:
   cpu::ThreadPool pool_;

@@ -148,5 +148,116 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MlaCase,
                                            MlaShape{3, 37, 6, 5, 11, 6},      // odd everything
                                            MlaShape{4, 64, 16, 16, 0, 8}));
 
+// A decode-style batch: several sequences of one layer, each with its own cache and position.
+struct GqaSequence {
+  std::unique_ptr<PagedPool> pool;
+  std::vector<float> q;
+  int start_pos, n_tokens;
+};
+
+GqaAttentionParams SequenceParams(GqaSequence& s, int n_heads, int n_kv_heads, int head_dim,
+                                  float* out) {
+  GqaAttentionParams p;
+  p.q = s.q.data();
+  p.out = out;
+  p.n_tokens = s.n_tokens;
+  p.start_pos = s.start_pos;
+  p.n_heads = n_heads;
+  p.n_kv_heads = n_kv_heads;
+  p.head_dim = head_dim;
+  p.scale = 0.3f;
+  p.kv = s.pool->Layer();
+  p.k_offset = 0;
+  p.v_offset = n_kv_heads * head_dim;
+  return p;
+}
+
+TEST(GqaAttentionBatch, EqualsPerSequenceCallsBitForBit) {
+  constexpr int kHeads = 8, kKvHeads = 2, kHeadDim = 40;
+  std::mt19937 rng(99);
+  const std::vector<std::pair<int, int>> shapes = {{300, 1}, {0, 1}, {57, 1}, {12, 6}, {700, 1}};
+  std::vector<GqaSequence> seqs;
+  for (auto [start, n] : shapes) {
+    GqaSequence s;
+    s.pool = std::make_unique<PagedPool>(16, 2LL * kKvHeads * kHeadDim, start + n, rng);
+    s.q = RandomFloats(static_cast<std::size_t>(n) * kHeads * kHeadDim, rng);
+    s.start_pos = start;
+    s.n_tokens = n;
+    seqs.push_back(std::move(s));
+  }
+  auto fast = CreateCpuBackend({.num_threads = 2});
+  auto ref = CreateReferenceCpuBackend();
+  std::vector<std::vector<float>> batched(seqs.size());
+  std::vector<GqaAttentionParams> params;
+  for (std::size_t i = 0; i < seqs.size(); ++i) {
+    batched[i].assign(seqs[i].q.size(), NAN);
+    params.push_back(SequenceParams(seqs[i], kHeads, kKvHeads, kHeadDim, batched[i].data()));
+  }
+  fast->GqaAttentionBatch(params);
+  for (std::size_t i = 0; i < seqs.size(); ++i) {
+    std::vector<float> alone(seqs[i].q.size(), NAN), want(seqs[i].q.size(), NAN);
+    fast->GqaAttention(SequenceParams(seqs[i], kHeads, kKvHeads, kHeadDim, alone.data()));
+    ref->GqaAttention(SequenceParams(seqs[i], kHeads, kKvHeads, kHeadDim, want.data()));
+    EXPECT_TRUE(BitEqual(alone.data(), batched[i].data(), alone.size())) << "sequence " << i;
+    testing::ExpectClose(batched[i], want, OnesLike(want), 1e-5f);
+  }
+}
+
+TEST(GqaAttentionBatch, MixedHeadLayoutsFallBackToPerSequence) {
+  std::mt19937 rng(5);
+  GqaSequence a{std::make_unique<PagedPool>(8, 2 * 2 * 16, 40, rng), RandomFloats(4 * 16, rng), 39, 1};
+  GqaSequence b{std::make_unique<PagedPool>(8, 2 * 1 * 24, 90, rng), RandomFloats(2 * 24, rng), 89, 1};
+  std::vector<float> out_a(a.q.size(), NAN), out_b(b.q.size(), NAN);
+  const std::vector<GqaAttentionParams> params = {SequenceParams(a, 4, 2, 16, out_a.data()),
+                                                  SequenceParams(b, 2, 1, 24, out_b.data())};
+  CreateCpuBackend({.num_threads = 2})->GqaAttentionBatch(params);
+  auto ref = CreateReferenceCpuBackend();
+  std::vector<float> want_a(a.q.size()), want_b(b.q.size());
+  ref->GqaAttention(SequenceParams(a, 4, 2, 16, want_a.data()));
+  ref->GqaAttention(SequenceParams(b, 2, 1, 24, want_b.data()));
+  testing::ExpectClose(out_a, want_a, OnesLike(want_a), 1e-5f);
+  testing::ExpectClose(out_b, want_b, OnesLike(want_b), 1e-5f);
+}
+
+TEST(MlaAttentionBatch, EqualsPerSequenceCallsBitForBit) {
+  constexpr int kHeads = 4, kRank = 96, kRope = 16;
+  std::mt19937 rng(123);
+  const std::vector<std::pair<int, int>> shapes = {{200, 1}, {3, 4}, {511, 1}};
+  std::vector<std::unique_ptr<PagedPool>> pools;
+  std::vector<std::vector<float>> ql, qr, batched;
+  std::vector<MlaAttentionParams> params;
+  for (auto [start, n] : shapes) {
+    pools.push_back(std::make_unique<PagedPool>(32, kRank + kRope, start + n, rng));
+    ql.push_back(RandomFloats(static_cast<std::size_t>(n) * kHeads * kRank, rng));
+    qr.push_back(RandomFloats(static_cast<std::size_t>(n) * kHeads * kRope, rng));
+    batched.emplace_back(ql.back().size(), NAN);
+  }
+  auto make = [&](std::size_t i, float* out) {
+    MlaAttentionParams p;
+    p.q_latent = ql[i].data();
+    p.q_rope = qr[i].data();
+    p.out_latent = out;
+    p.n_tokens = shapes[i].second;
+    p.start_pos = shapes[i].first;
+    p.n_heads = kHeads;
+    p.kv_lora_rank = kRank;
+    p.rope_dim = kRope;
+    p.scale = 0.1f;
+    p.kv = pools[i]->Layer();
+    return p;
+  };
+  for (std::size_t i = 0; i < shapes.size(); ++i) params.push_back(make(i, batched[i].data()));
+  auto fast = CreateCpuBackend({.num_threads = 2});
+  fast->MlaAttentionBatch(params);
+  auto ref = CreateReferenceCpuBackend();
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    std::vector<float> alone(batched[i].size(), NAN), want(batched[i].size(), NAN);
+    fast->MlaAttention(make(i, alone.data()));
+    ref->MlaAttention(make(i, want.data()));
+    EXPECT_TRUE(BitEqual(alone.data(), batched[i].data(), alone.size())) << "sequence " << i;
+    testing::ExpectClose(batched[i], want, OnesLike(want), 1e-5f);
+  }
+}
+
 }  // namespace
 }  // namespace tandem::kernels

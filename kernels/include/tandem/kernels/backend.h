@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string_view>
 
 #include "tandem/kernels/attention_params.h"
@@ -50,6 +51,15 @@ class Backend {
                      float* out) = 0;
   virtual void GqaAttention(const GqaAttentionParams& p) = 0;
   virtual void MlaAttention(const MlaAttentionParams& p) = 0;
+  // Attention for several sequences of one layer at once (e.g. a decode batch, one token each):
+  // the same results as calling the single-sequence op on each, but a backend can spread all of
+  // their work over its threads in one go rather than one small call at a time.
+  virtual void GqaAttentionBatch(std::span<const GqaAttentionParams> batch) {
+    for (const GqaAttentionParams& p : batch) GqaAttention(p);
+  }
+  virtual void MlaAttentionBatch(std::span<const MlaAttentionParams> batch) {
+    for (const MlaAttentionParams& p : batch) MlaAttention(p);
+  }
 };
 
 struct CpuBackendOptions {
