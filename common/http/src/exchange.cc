@@ -82,12 +82,13 @@ bhttp::response<bhttp::string_body> BuildResponse(Response response, bool keep_a
   return message;
 }
 
-std::string FormatStreamHead(int status, const std::vector<Header>& headers, bool keep_alive) {
+std::string FormatStreamHead(int status, const std::vector<Header>& headers, bool chunked,
+                             bool keep_alive) {
   if (!IsValidStatus(status)) status = 500;
   std::string head = absl::StrCat(
       "HTTP/1.1 ", status, " ", ToString(bhttp::obsolete_reason(static_cast<bhttp::status>(status))),
-      "\r\nServer: tandem\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-      "Transfer-Encoding: chunked\r\nConnection: ",
+      "\r\nServer: tandem\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n",
+      chunked ? "Transfer-Encoding: chunked\r\n" : "", "Connection: ",
       keep_alive ? "keep-alive" : "close", "\r\n");
   for (const Header& header : headers) {
     if (IsSafeHeader(header)) absl::StrAppend(&head, header.first, ": ", header.second, "\r\n");

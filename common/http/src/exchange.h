@@ -24,8 +24,10 @@ HandlerResult RunHandler(const Router& router, const Request& request);
 boost::beast::http::response<boost::beast::http::string_body> BuildResponse(Response response,
                                                                              bool keep_alive);
 
-// Status line and headers of a chunked text/event-stream response.
-std::string FormatStreamHead(int status, const std::vector<Header>& headers, bool keep_alive);
+// Status line and headers of a text/event-stream response; without `chunked` (HTTP/1.0) the
+// body is delimited by closing the connection.
+std::string FormatStreamHead(int status, const std::vector<Header>& headers, bool chunked,
+                             bool keep_alive);
 
 // Calls the handler's on_open; false when it is missing or throws.
 bool OpenStream(const SseResponse& sse, std::shared_ptr<SseWriter> writer);

@@ -165,7 +165,9 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     bhttp::request<bhttp::string_body> message = parser_->release();
     parser_.reset();
     keep_alive_ = message.keep_alive();
+    http11_ = message.version() >= 11;
     Request request = ToRequest(std::move(message));
+    request.remote_address = RemoteAddress();
     HandlerResult result = RunHandler(context_->router, request);
     if (auto* sse = std::get_if<SseResponse>(&result)) return StartStream(std::move(*sse));
     WriteResponse(std::move(std::get<Response>(result)), /*close_after=*/false);
@@ -203,9 +205,11 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
       });
     };
     stream_ = std::make_shared<SseStream>(config_.sse_queue_events, std::move(wake));
-    const bool keep_alive = keep_alive_ && !draining_ && !context_->draining;
+    // HTTP/1.0 has no chunked encoding: the body then runs until the connection closes.
+    stream_chunked_ = http11_;
+    const bool keep_alive = keep_alive_ && stream_chunked_ && !draining_ && !context_->draining;
     stream_keep_alive_ = keep_alive;
-    WriteStreamBytes(FormatStreamHead(sse.status, sse.headers, keep_alive));
+    WriteStreamBytes(FormatStreamHead(sse.status, sse.headers, stream_chunked_, keep_alive));
     WatchForDisconnect();
     if (!OpenStream(sse, stream_)) {
       stream_->Cancel();
@@ -233,14 +237,16 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     if (phase_ != Phase::kStreaming || stream_writing_ || stream_done_) return;
     SseStream::Batch batch = stream_->Take();
     std::string bytes;
-    if (!batch.bytes.empty()) {
+    if (!stream_chunked_) {
+      bytes = std::move(batch.bytes);
+    } else if (!batch.bytes.empty()) {
       absl::StrAppend(&bytes, absl::Hex(batch.bytes.size()), "\r\n", batch.bytes, "\r\n");
     }
     if (batch.end_of_stream) {
-      bytes += "0\r\n\r\n";
+      if (stream_chunked_) bytes += "0\r\n\r\n";
       final_chunk_queued_ = true;
     }
-    if (!bytes.empty()) WriteStreamBytes(std::move(bytes));
+    if (!bytes.empty() || final_chunk_queued_) WriteStreamBytes(std::move(bytes));
   }
 
   void WriteStreamBytes(std::string bytes) {
@@ -289,6 +295,13 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     socket_.close(ignored);
   }
 
+  std::string RemoteAddress() const {
+    error_code ec;
+    const tcp::endpoint peer = socket_.remote_endpoint(ec);
+    if (ec) return "";
+    return absl::StrCat(peer.address().to_string(), ":", peer.port());
+  }
+
   static absl::string_view ToAbsl(std::string_view text) { return {text.data(), text.size()}; }
 
   const std::shared_ptr<ServerContext> context_;
@@ -300,6 +313,7 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
   bool timed_out_ = false;
   bool draining_ = false;
   bool keep_alive_ = false;
+  bool http11_ = true;
   Phase phase_ = Phase::kReading;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
@@ -307,6 +321,7 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
   std::shared_ptr<SseStream> stream_;
   std::string write_buffer_;
   bool stream_keep_alive_ = false;
+  bool stream_chunked_ = true;
   bool stream_writing_ = false;
   bool final_chunk_queued_ = false;
   bool stream_done_ = false;

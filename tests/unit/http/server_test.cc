@@ -22,6 +22,7 @@ Router EchoRouter() {
         200, request.method + " " + request.path + " q=" + request.query + " body=" + request.body);
     response.headers.emplace_back("X-Seen-Trace",
                                   std::string(request.FindHeader("x-trace").value_or("-")));
+    response.headers.emplace_back("X-Seen-Peer", request.remote_address);
     return response;
   };
   EXPECT_TRUE(router.Handle("GET", "/echo", echo).ok());
@@ -53,6 +54,7 @@ TEST(ServerTest, KeepAliveServesTwoRequestsOnOneConnection) {
   EXPECT_EQ(first->body, "GET /echo q=a=1 body=");
   EXPECT_EQ(first->Header("x-seen-trace"), "abc");
   EXPECT_EQ(first->Header("content-type"), "text/plain; charset=utf-8");
+  EXPECT_THAT(first->Header("x-seen-peer"), ::testing::StartsWith("127.0.0.1:"));
 
   ASSERT_TRUE(client->Send("GET /echo HTTP/1.1\r\nHost: t\r\n\r\n"));
   auto second = client->ReadResponse();

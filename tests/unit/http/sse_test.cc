@@ -228,6 +228,24 @@ TEST_F(SseTest, StreamThatEndsWithinTheGracePeriodCompletes) {
   EXPECT_TRUE(client_->WaitForClose(milliseconds(3000)));
 }
 
+TEST(SseEdgeTest, Http10ClientGetsACloseDelimitedStream) {
+  WriterBox box;
+  auto server = StartStreaming(&box);
+  auto client = RawClient::Connect(server->port());
+  ASSERT_TRUE(client->Send("GET /stream HTTP/1.0\r\n\r\n"));
+  auto head = client->ReadHead();
+  ASSERT_TRUE(head.has_value());
+  EXPECT_EQ(head->Header("transfer-encoding"), "");  // HTTP/1.0 has no chunked encoding.
+  EXPECT_EQ(head->Header("connection"), "close");
+  auto writer = box.Take();
+  ASSERT_NE(writer, nullptr);
+  ASSERT_TRUE(writer->TryWrite({.data = "one"}).ok());
+  ASSERT_TRUE(writer->TryWrite({.data = "two"}).ok());
+  writer->Close();
+  EXPECT_TRUE(client->WaitForClose(milliseconds(3000)));
+  EXPECT_EQ(client->buffered(), "data: one\n\ndata: two\n\n");
+}
+
 TEST(SseEdgeTest, HandlerWithoutOnOpenGetsItsConnectionClosed) {
   Router router;
   ASSERT_TRUE(router.Handle("GET", "/broken", [](const Request&) -> HandlerResult {

@@ -18,6 +18,7 @@ struct Request {
   std::string query;   // target after '?', without it.
   std::vector<Header> headers;
   std::string body;
+  std::string remote_address;  // Peer "ip:port", for logs; empty if the socket could not tell.
 
   // First header named `name` (case-insensitive).
   absl::optional<absl::string_view> FindHeader(absl::string_view name) const;
