@@ -1,0 +1,27 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "generation_api.h"
+#include "router_metrics.h"
+#include "tandem/http/router.h"
+#include "tandem/metrics/registry.h"
+#include "worker_registry.h"
+
+namespace tandem::router {
+
+struct RouteDeps {
+  std::string served_model;
+  std::int64_t created_unix_s = 0;  // reported as the model's "created"
+  GenerationApi* generation = nullptr;
+  WorkerRegistry* registry = nullptr;
+  const metrics::Registry* metrics_registry = nullptr;
+  const RouterMetrics* metrics = nullptr;
+};
+
+// The router's HTTP surface: the OpenAI endpoints, /v1/models, /health, /ready and /metrics.
+absl::Status InstallRoutes(http::Router* router, const RouteDeps& deps);
+
+}  // namespace tandem::router

@@ -1,0 +1,39 @@
+#include "call_canceller.h"
+
+#include <algorithm>
+
+namespace tandem::router {
+
+void CallCanceller::Cancel(absl::Status reason) {
+  absl::MutexLock lock(&mu_);
+  if (!reason_.ok()) return;
+  reason_ = reason.ok() ? absl::CancelledError("cancelled") : std::move(reason);
+  // TryCancel only flags the call; it never blocks, so holding the lock is fine.
+  for (grpc::ClientContext* call : calls_) call->TryCancel();
+}
+
+bool CallCanceller::cancelled() const {
+  absl::MutexLock lock(&mu_);
+  return !reason_.ok();
+}
+
+absl::Status CallCanceller::reason() const {
+  absl::MutexLock lock(&mu_);
+  return reason_;
+}
+
+CallCanceller::Scope::Scope(CallCanceller* canceller, grpc::ClientContext* context)
+    : canceller_(canceller), context_(context) {
+  absl::MutexLock lock(&canceller_->mu_);
+  // A context cancelled before its call starts cancels the call as soon as it does.
+  if (!canceller_->reason_.ok()) context_->TryCancel();
+  canceller_->calls_.push_back(context_);
+}
+
+CallCanceller::Scope::~Scope() {
+  absl::MutexLock lock(&canceller_->mu_);
+  auto& calls = canceller_->calls_;
+  calls.erase(std::remove(calls.begin(), calls.end(), context_), calls.end());
+}
+
+}  // namespace tandem::router

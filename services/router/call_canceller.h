@@ -1,0 +1,41 @@
+#pragma once
+
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/client_context.h"
+
+namespace tandem::router {
+
+// The cancellation side of one generation: the gRPC calls it has in flight, and why it was
+// cancelled (client gone, worker down, shutdown). Thread-safe; the first Cancel wins.
+class CallCanceller {
+ public:
+  // TryCancels every attached call and every call attached later.
+  void Cancel(absl::Status reason);
+  bool cancelled() const;
+  // OK while not cancelled.
+  absl::Status reason() const;
+
+  // Keeps `context` attached for the life of one call.
+  class Scope {
+   public:
+    Scope(CallCanceller* canceller, grpc::ClientContext* context);
+    ~Scope();
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    CallCanceller* canceller_;
+    grpc::ClientContext* context_;
+  };
+
+ private:
+  mutable absl::Mutex mu_;
+  absl::Status reason_ ABSL_GUARDED_BY(mu_);
+  std::vector<grpc::ClientContext*> calls_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace tandem::router

@@ -1,0 +1,176 @@
+#include "generation_api.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "generation_job.h"
+
+namespace tandem::router {
+namespace {
+
+const char* EndpointPath(ApiEndpoint endpoint) {
+  return endpoint == ApiEndpoint::kChatCompletions ? "/v1/chat/completions" : "/v1/completions";
+}
+
+std::int64_t UnixSeconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+GenerationApi::GenerationApi(Options options, Deps deps)
+    : options_(std::move(options)),
+      deps_(deps),
+      admission_(options_.max_in_flight, deps.metrics),
+      id_rng_(std::random_device{}()) {}
+
+http::Response GenerationApi::Fail(const std::string& endpoint, const ApiError& error) const {
+  if (deps_.metrics != nullptr) deps_.metrics->CountRequest(endpoint, error.http_status);
+  return error.ToResponse();
+}
+
+std::string GenerationApi::NewRequestId(ApiEndpoint endpoint) {
+  std::uint64_t a, b;
+  {
+    absl::MutexLock lock(&id_mu_);
+    a = id_rng_();
+    b = id_rng_();
+  }
+  return absl::StrFormat("%s-%016x%016x",
+                         endpoint == ApiEndpoint::kChatCompletions ? "chatcmpl" : "cmpl", a, b);
+}
+
+std::optional<ApiError> GenerationApi::PromptIds(const OpenAiRequest& request,
+                                                 std::vector<std::int32_t>* ids) const {
+  const tokenizer::Tokenizer& tok = *deps_.tokenizer.tokenizer;
+  const bool chat = request.endpoint == ApiEndpoint::kChatCompletions;
+  const std::string param = chat ? "messages" : "prompt";
+  std::string text;
+  if (chat) {
+    absl::StatusOr<std::string> rendered = deps_.renderer->Render(request.messages);
+    if (!rendered.ok()) return ApiError::Invalid(std::string(rendered.status().message()), param);
+    text = std::move(*rendered);
+  } else if (request.prompt_text.has_value()) {
+    text = *request.prompt_text;
+  } else {
+    for (std::int32_t id : request.prompt_ids) {
+      if (id >= tok.vocab_size()) {
+        return ApiError::Invalid(absl::StrCat("'prompt' token id ", id, " is outside the vocabulary of ",
+                                              tok.vocab_size()),
+                                 param);
+      }
+    }
+    *ids = request.prompt_ids;
+    return std::nullopt;
+  }
+  absl::StatusOr<std::vector<std::int32_t>> encoded = tok.Encode(text, /*add_bos=*/true);
+  if (!encoded.ok()) {
+    return ApiError::Invalid(absl::StrCat("cannot tokenise the prompt: ", encoded.status().message()),
+                             param);
+  }
+  *ids = std::move(*encoded);
+  return std::nullopt;
+}
+
+v1::SamplingParams GenerationApi::Sampling(const OpenAiRequest& r, int max_tokens) const {
+  v1::SamplingParams p;
+  p.set_temperature(r.temperature);
+  p.set_top_k(r.top_k);
+  p.set_top_p(r.top_p);
+  p.set_min_p(r.min_p);
+  p.set_presence_penalty(r.presence_penalty);
+  p.set_frequency_penalty(r.frequency_penalty);
+  p.set_repetition_penalty(r.repetition_penalty);
+  p.set_max_tokens(max_tokens);
+  if (r.seed.has_value()) p.set_seed(*r.seed);
+  if (deps_.tokenizer.llama2c_conventions) {
+    p.add_stop_token_ids(deps_.tokenizer.tokenizer->bos_id());
+    p.set_ignore_eos(true);
+  }
+  return p;
+}
+
+http::HandlerResult GenerationApi::Handle(ApiEndpoint endpoint, const http::Request& http_request) {
+  const auto arrived = std::chrono::steady_clock::now();
+  const std::string path = EndpointPath(endpoint);
+  OpenAiRequest request;
+  if (auto error = ParseOpenAiRequest(endpoint, http_request.body, &request)) {
+    return Fail(path, *error);
+  }
+  if (!request.model.empty() && request.model != options_.served_model) {
+    ApiError error = ApiError::Invalid(
+        absl::StrCat("the model '", request.model, "' does not exist; this router serves '",
+                     options_.served_model, "'"),
+        "model");
+    error.http_status = 404;
+    error.code = "model_not_found";
+    return Fail(path, error);
+  }
+  std::vector<std::int32_t> prompt;
+  if (auto error = PromptIds(request, &prompt)) return Fail(path, *error);
+
+  auto canceller = std::make_shared<CallCanceller>();
+  absl::Status refused;
+  std::unique_ptr<AdmissionTicket> ticket = admission_.Admit(canceller, &refused);
+  if (ticket == nullptr) return Fail(path, ApiError::FromStatus(refused));
+
+  absl::StatusOr<WorkerPlan> plan = deps_.selector->Select(options_.served_model, prompt);
+  if (!plan.ok()) return Fail(path, ApiError::FromStatus(plan.status()));
+  const std::int64_t max_context = plan->max_context();
+  const std::int64_t prompt_len = static_cast<std::int64_t>(prompt.size());
+  const std::string prompt_param = endpoint == ApiEndpoint::kChatCompletions ? "messages" : "prompt";
+  if (prompt_len >= max_context) {
+    return Fail(path, ApiError::Invalid(absl::StrCat("the prompt has ", prompt_len,
+                                                     " tokens; the model's context is ",
+                                                     max_context, " tokens"),
+                                        prompt_param));
+  }
+  const bool chat = endpoint == ApiEndpoint::kChatCompletions;
+  const std::int64_t max_tokens =
+      request.max_tokens.has_value() ? *request.max_tokens : (chat ? max_context - prompt_len : 16);
+  if (prompt_len + max_tokens > max_context) {
+    return Fail(path, ApiError::Invalid(
+                          absl::StrCat("the prompt (", prompt_len, " tokens) plus max_tokens (",
+                                       max_tokens, ") exceeds the model's context of ",
+                                       max_context, " tokens"),
+                          "max_tokens"));
+  }
+
+  JobSetup setup;
+  setup.response.endpoint = endpoint;
+  setup.response.id = NewRequestId(endpoint);
+  setup.response.created = UnixSeconds();
+  setup.response.model = options_.served_model;
+  setup.response.return_token_ids = request.return_token_ids;
+  setup.response.prompt_ids = prompt;
+  setup.request.request_id = setup.response.id;
+  setup.request.prompt_ids = prompt;
+  setup.request.sampling = Sampling(request, static_cast<int>(max_tokens));
+  setup.request.deadline = std::chrono::system_clock::now() + options_.request_timeout;
+  setup.plan = std::move(*plan);
+  setup.canceller = std::move(canceller);
+  setup.ticket = std::move(ticket);
+  std::vector<std::int32_t> stop_ids(setup.request.sampling.stop_token_ids().begin(),
+                                     setup.request.sampling.stop_token_ids().end());
+  if (!setup.request.sampling.ignore_eos()) stop_ids.push_back(deps_.tokenizer.tokenizer->eos_id());
+  setup.text = std::make_unique<TextStream>(*deps_.tokenizer.tokenizer, prompt.back(),
+                                            std::move(stop_ids), request.stop);
+  setup.include_usage = request.include_usage;
+  setup.arrived = arrived;
+  setup.dispatcher = deps_.dispatcher;
+  setup.metrics = deps_.metrics;
+  setup.endpoint = path;
+  auto job = std::make_shared<GenerationJob>(std::move(setup));
+
+  if (!request.stream) return job->RunToCompletion();
+  if (deps_.metrics != nullptr) deps_.metrics->CountRequest(path, 200);
+  http::SseResponse sse;
+  sse.headers.emplace_back("Cache-Control", "no-cache");
+  sse.on_open = [runner = deps_.runner, job](std::shared_ptr<http::SseWriter> writer) {
+    runner->Spawn([job, writer = std::move(writer)]() mutable { job->RunStreaming(std::move(writer)); });
+  };
+  return sse;
+}
+
+}  // namespace tandem::router

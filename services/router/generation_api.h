@@ -1,0 +1,67 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <random>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "admission.h"
+#include "chat_renderer.h"
+#include "dispatcher.h"
+#include "openai_request.h"
+#include "router_metrics.h"
+#include "task_runner.h"
+#include "tandem/http/router.h"
+#include "tandem/tokenizer/tokenizer.h"
+#include "worker_selector.h"
+
+namespace tandem::router {
+
+// How the served model's tokenizer is used: which ids end a generation.
+struct TokenizerSetup {
+  const tokenizer::Tokenizer* tokenizer = nullptr;
+  // llama2.c models end a story by emitting BOS and never stop on EOS (as run.c does).
+  bool llama2c_conventions = false;
+};
+
+// POST /v1/completions and /v1/chat/completions: validation, tokenisation, admission, worker
+// selection, then a GenerationJob (streams run on TaskRunner threads).
+class GenerationApi {
+ public:
+  struct Options {
+    std::string served_model;
+    int max_in_flight = 512;
+    std::chrono::milliseconds request_timeout{600000};
+  };
+  struct Deps {
+    TokenizerSetup tokenizer;
+    const ChatRenderer* renderer = nullptr;
+    WorkerSelector* selector = nullptr;
+    Dispatcher* dispatcher = nullptr;
+    const RouterMetrics* metrics = nullptr;
+    TaskRunner* runner = nullptr;
+  };
+  GenerationApi(Options options, Deps deps);
+
+  http::HandlerResult Handle(ApiEndpoint endpoint, const http::Request& request);
+
+  // Shutdown: refuses new generations and cancels the running ones.
+  void CancelAll(absl::Status reason) { admission_.CloseAndCancelAll(std::move(reason)); }
+  int active() const { return admission_.active(); }
+
+ private:
+  http::Response Fail(const std::string& endpoint, const ApiError& error) const;
+  std::optional<ApiError> PromptIds(const OpenAiRequest& request,
+                                    std::vector<std::int32_t>* ids) const;
+  v1::SamplingParams Sampling(const OpenAiRequest& request, int max_tokens) const;
+  std::string NewRequestId(ApiEndpoint endpoint);
+
+  const Options options_;
+  const Deps deps_;
+  Admission admission_;
+  absl::Mutex id_mu_;
+  std::mt19937_64 id_rng_ ABSL_GUARDED_BY(id_mu_);
+};
+
+}  // namespace tandem::router

@@ -1,0 +1,64 @@
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "admission.h"
+#include "call_canceller.h"
+#include "dispatcher.h"
+#include "openai_format.h"
+#include "router_metrics.h"
+#include "tandem/http/message.h"
+#include "tandem/http/sse_writer.h"
+#include "text_stream.h"
+#include "worker_selector.h"
+
+namespace tandem::router {
+
+// Everything one admitted, validated generation needs.
+struct JobSetup {
+  ResponseContext response;
+  GenerationRequest request;
+  WorkerPlan plan;
+  std::shared_ptr<CallCanceller> canceller;
+  std::unique_ptr<AdmissionTicket> ticket;
+  std::unique_ptr<TextStream> text;
+  bool include_usage = false;
+  std::chrono::steady_clock::time_point arrived;
+  Dispatcher* dispatcher = nullptr;
+  const RouterMetrics* metrics = nullptr;
+  std::string endpoint;  // metrics label
+  absl::Duration sse_write_timeout = absl::Seconds(30);
+};
+
+// Runs one generation and turns its tokens into an OpenAI response, whole or streamed.
+class GenerationJob final : public TokenSink {
+ public:
+  explicit GenerationJob(JobSetup setup);
+
+  // Non-streaming: blocks until the generation ends.
+  http::Response RunToCompletion();
+  // Streaming into `writer`: chunks, the final chunk, optional usage, [DONE]; or an error event.
+  void RunStreaming(std::shared_ptr<http::SseWriter> writer);
+
+  bool OnTokens(std::span<const std::int32_t> ids) override;
+
+ private:
+  absl::StatusOr<GenerationOutcome> Dispatch();
+  v1::Usage ClientUsage(const GenerationOutcome& outcome) const;
+  bool WriteEvent(const std::string& data);
+  void ObserveLatency(size_t tokens);
+
+  JobSetup s_;
+  std::shared_ptr<http::SseWriter> writer_;  // set while streaming
+  bool sent_first_chunk_ = false;
+  std::string full_text_;
+  absl::Status decode_error_;
+  bool seen_token_ = false;
+  std::chrono::steady_clock::time_point last_token_;
+};
+
+}  // namespace tandem::router

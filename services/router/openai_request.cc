@@ -1,0 +1,278 @@
+#include "openai_request.h"
+
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+
+namespace tandem::router {
+namespace {
+
+using nlohmann::json;
+
+// Reads one optional field; null counts as absent. Each returns an error naming the field when
+// its type or range is wrong.
+class FieldReader {
+ public:
+  explicit FieldReader(const json& object) : object_(object) {}
+
+  const json* Find(const char* name) const {
+    auto it = object_.find(name);
+    if (it == object_.end() || it->is_null()) return nullptr;
+    return &*it;
+  }
+
+  std::optional<ApiError> Bool(const char* name, bool* out) const {
+    const json* v = Find(name);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_boolean()) return TypeError(name, "a boolean");
+    *out = v->get<bool>();
+    return std::nullopt;
+  }
+
+  std::optional<ApiError> Int(const char* name, std::int64_t* out, bool* present = nullptr) const {
+    const json* v = Find(name);
+    if (present != nullptr) *present = v != nullptr;
+    if (v == nullptr) return std::nullopt;
+    if (v->is_number_unsigned()) {
+      if (v->get<std::uint64_t>() > static_cast<std::uint64_t>(
+                                        std::numeric_limits<std::int64_t>::max())) {
+        return ApiError::Invalid(absl::StrCat("'", name, "' is too large"), name);
+      }
+      *out = static_cast<std::int64_t>(v->get<std::uint64_t>());
+    } else if (v->is_number_integer()) {
+      *out = v->get<std::int64_t>();
+    } else {
+      return TypeError(name, "an integer");
+    }
+    return std::nullopt;
+  }
+
+  // A number in [lo, hi]; `lo_open` excludes lo.
+  std::optional<ApiError> Number(const char* name, float* out, double lo, double hi,
+                                 bool lo_open = false) const {
+    const json* v = Find(name);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_number()) return TypeError(name, "a number");
+    const double x = v->get<double>();
+    const bool in_range = std::isfinite(x) && (lo_open ? x > lo : x >= lo) && x <= hi;
+    if (!in_range) {
+      return ApiError::Invalid(absl::StrCat("'", name, "' must be in ", lo_open ? "(" : "[", lo,
+                                            ", ", hi, "], got ", x),
+                               name);
+    }
+    *out = static_cast<float>(x);
+    return std::nullopt;
+  }
+
+  static ApiError TypeError(const char* name, const char* expected) {
+    return ApiError::Invalid(absl::StrCat("'", name, "' must be ", expected), name);
+  }
+
+ private:
+  const json& object_;
+};
+
+#define TANDEM_API_CHECK(expr)                          \
+  do {                                                  \
+    if (std::optional<ApiError> e_ = (expr); e_) return e_; \
+  } while (0)
+
+std::optional<ApiError> ParsePrompt(const json& body, OpenAiRequest* out) {
+  auto it = body.find("prompt");
+  if (it == body.end() || it->is_null()) return ApiError::Invalid("'prompt' is required", "prompt");
+  if (it->is_string()) {
+    out->prompt_text = it->get<std::string>();
+    return std::nullopt;
+  }
+  if (!it->is_array()) {
+    return ApiError::Invalid("'prompt' must be a string or an array of token ids", "prompt");
+  }
+  if (it->empty()) return ApiError::Invalid("'prompt' must not be empty", "prompt");
+  // A batch of one text prompt is the same request as the text.
+  if (it->size() == 1 && (*it)[0].is_string()) {
+    out->prompt_text = (*it)[0].get<std::string>();
+    return std::nullopt;
+  }
+  for (const json& id : *it) {
+    if (!id.is_number_integer() && !id.is_number_unsigned()) {
+      return ApiError::Invalid(
+          "'prompt' must be a string or an array of token ids (batches of prompts are not "
+          "supported)",
+          "prompt");
+    }
+    const std::int64_t v = id.get<std::int64_t>();
+    if (v < 0 || v > std::numeric_limits<std::int32_t>::max()) {
+      return ApiError::Invalid(absl::StrCat("'prompt' token id ", v, " is out of range"), "prompt");
+    }
+    out->prompt_ids.push_back(static_cast<std::int32_t>(v));
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseContent(const json& content, size_t index, std::string* out) {
+  const std::string param = absl::StrCat("messages[", index, "].content");
+  if (content.is_string()) {
+    *out = content.get<std::string>();
+    return std::nullopt;
+  }
+  if (!content.is_array()) {
+    return ApiError::Invalid(absl::StrCat("'", param, "' must be a string or an array of parts"),
+                             param);
+  }
+  for (const json& part : content) {
+    auto type = part.is_object() ? part.find("type") : part.end();
+    if (!part.is_object() || type == part.end() || *type != "text") {
+      return ApiError::Invalid(
+          absl::StrCat("'", param, "': only parts of type \"text\" are supported"), param);
+    }
+    auto text = part.find("text");
+    if (text == part.end() || !text->is_string()) {
+      return ApiError::Invalid(absl::StrCat("'", param, "': a text part needs a string 'text'"),
+                               param);
+    }
+    *out += text->get<std::string>();
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseMessages(const json& body, OpenAiRequest* out) {
+  auto it = body.find("messages");
+  if (it == body.end() || it->is_null()) {
+    return ApiError::Invalid("'messages' is required", "messages");
+  }
+  if (!it->is_array()) return ApiError::Invalid("'messages' must be an array", "messages");
+  if (it->empty()) return ApiError::Invalid("'messages' must not be empty", "messages");
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& m = (*it)[i];
+    const std::string where = absl::StrCat("messages[", i, "]");
+    if (!m.is_object()) return ApiError::Invalid(absl::StrCat("'", where, "' must be an object"), where);
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string()) {
+      return ApiError::Invalid(absl::StrCat("'", where, ".role' must be a string"),
+                               where + ".role");
+    }
+    const std::string r = role->get<std::string>();
+    if (r != "system" && r != "user" && r != "assistant" && r != "tool" && r != "developer") {
+      return ApiError::Invalid(absl::StrCat("'", where, ".role' '", r,
+                                            "' is not one of system, user, assistant, tool"),
+                               where + ".role");
+    }
+    ChatMessage message{r, ""};
+    auto content = m.find("content");
+    if (content == m.end() || content->is_null()) {
+      // An assistant turn that only called tools has no content.
+      if (r != "assistant") {
+        return ApiError::Invalid(absl::StrCat("'", where, ".content' is required"),
+                                 where + ".content");
+      }
+    } else {
+      TANDEM_API_CHECK(ParseContent(*content, i, &message.content));
+    }
+    out->messages.push_back(std::move(message));
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseStop(const FieldReader& f, OpenAiRequest* out) {
+  const json* stop = f.Find("stop");
+  if (stop == nullptr) return std::nullopt;
+  if (stop->is_string()) {
+    out->stop.push_back(stop->get<std::string>());
+    return std::nullopt;
+  }
+  if (!stop->is_array()) return FieldReader::TypeError("stop", "a string or an array of strings");
+  for (const json& s : *stop) {
+    if (!s.is_string()) return FieldReader::TypeError("stop", "a string or an array of strings");
+    out->stop.push_back(s.get<std::string>());
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseUnsupported(const FieldReader& f, ApiEndpoint endpoint) {
+  std::int64_t n = 1;
+  TANDEM_API_CHECK(f.Int("n", &n));
+  if (n != 1) return ApiError::Invalid("only n = 1 is supported", "n");
+  bool echo = false;
+  TANDEM_API_CHECK(f.Bool("echo", &echo));
+  if (echo) return ApiError::Invalid("echo is not supported", "echo");
+  if (const json* logprobs = f.Find("logprobs"); logprobs != nullptr) {
+    // Chat spells "no log-probabilities" as false; completions as null.
+    if (!(endpoint == ApiEndpoint::kChatCompletions && logprobs->is_boolean() &&
+          !logprobs->get<bool>())) {
+      return ApiError::Invalid("logprobs are not supported", "logprobs");
+    }
+  }
+  if (const json* user = f.Find("user"); user != nullptr && !user->is_string()) {
+    return FieldReader::TypeError("user", "a string");
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseSampling(const FieldReader& f, ApiEndpoint endpoint,
+                                      OpenAiRequest* out) {
+  TANDEM_API_CHECK(f.Number("temperature", &out->temperature, 0.0, 2.0));
+  TANDEM_API_CHECK(f.Number("top_p", &out->top_p, 0.0, 1.0, /*lo_open=*/true));
+  TANDEM_API_CHECK(f.Number("min_p", &out->min_p, 0.0, 1.0));
+  TANDEM_API_CHECK(f.Number("presence_penalty", &out->presence_penalty, -2.0, 2.0));
+  TANDEM_API_CHECK(f.Number("frequency_penalty", &out->frequency_penalty, -2.0, 2.0));
+  TANDEM_API_CHECK(f.Number("repetition_penalty", &out->repetition_penalty, 0.0, 10.0,
+                            /*lo_open=*/true));
+  std::int64_t top_k = 0;
+  TANDEM_API_CHECK(f.Int("top_k", &top_k));
+  if (top_k < -1 || top_k > std::numeric_limits<std::int32_t>::max()) {
+    return ApiError::Invalid("'top_k' must be -1 or 0 (off) or a positive integer", "top_k");
+  }
+  out->top_k = top_k < 0 ? 0 : static_cast<int>(top_k);
+  bool has_seed = false;
+  std::int64_t seed = 0;
+  TANDEM_API_CHECK(f.Int("seed", &seed, &has_seed));
+  if (has_seed) out->seed = static_cast<std::uint64_t>(seed);
+
+  for (const char* name : {"max_tokens", "max_completion_tokens"}) {
+    if (endpoint == ApiEndpoint::kCompletions && std::string(name) != "max_tokens") continue;
+    bool present = false;
+    std::int64_t max_tokens = 0;
+    TANDEM_API_CHECK(f.Int(name, &max_tokens, &present));
+    if (!present) continue;
+    if (max_tokens < 1 || max_tokens > std::numeric_limits<std::int32_t>::max()) {
+      return ApiError::Invalid(absl::StrCat("'", name, "' must be at least 1"), name);
+    }
+    out->max_tokens = static_cast<int>(max_tokens);
+  }
+  return ParseStop(f, out);
+}
+
+}  // namespace
+
+std::optional<ApiError> ParseOpenAiRequest(ApiEndpoint endpoint, absl::string_view body,
+                                           OpenAiRequest* out) {
+  *out = OpenAiRequest{};
+  out->endpoint = endpoint;
+  const json parsed = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) return ApiError::Invalid("the request body is not valid JSON");
+  if (!parsed.is_object()) return ApiError::Invalid("the request body must be a JSON object");
+  const FieldReader f(parsed);
+
+  if (const json* model = f.Find("model"); model != nullptr) {
+    if (!model->is_string()) return FieldReader::TypeError("model", "a string");
+    out->model = model->get<std::string>();
+  }
+  if (endpoint == ApiEndpoint::kCompletions) {
+    TANDEM_API_CHECK(ParsePrompt(parsed, out));
+  } else {
+    TANDEM_API_CHECK(ParseMessages(parsed, out));
+  }
+  TANDEM_API_CHECK(ParseUnsupported(f, endpoint));
+  TANDEM_API_CHECK(ParseSampling(f, endpoint, out));
+  TANDEM_API_CHECK(f.Bool("stream", &out->stream));
+  TANDEM_API_CHECK(f.Bool("return_token_ids", &out->return_token_ids));
+  if (const json* options = f.Find("stream_options"); options != nullptr) {
+    if (!options->is_object()) return FieldReader::TypeError("stream_options", "an object");
+    TANDEM_API_CHECK(FieldReader(*options).Bool("include_usage", &out->include_usage));
+  }
+  return std::nullopt;
+}
+
+}  // namespace tandem::router

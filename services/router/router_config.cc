@@ -1,0 +1,62 @@
+#include "router_config.h"
+
+#include <filesystem>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace tandem::router {
+
+void BindRouterFlags(config::FlagSet* f, RouterConfig* c) {
+  f->String("http-listen", &c->http_listen, "OpenAI-compatible HTTP address host:port (port 0: ephemeral)",
+            "TANDEM_ROUTER_HTTP_LISTEN");
+  f->String("control-listen", &c->control_listen,
+            "gRPC RouterControl address host:port where workers register (port 0: ephemeral)",
+            "TANDEM_ROUTER_CONTROL_LISTEN");
+  f->String("port-file", &c->port_file, "write \"http_port control_port\" here once listening",
+            "TANDEM_ROUTER_PORT_FILE");
+  f->String("model", &c->model, "checkpoint directory (only its tokenizer is read)",
+            "TANDEM_ROUTER_MODEL");
+  f->String("served-model-name", &c->served_model_name,
+            "model name clients request (default: the model directory's name)",
+            "TANDEM_ROUTER_SERVED_MODEL_NAME");
+  f->Int("request-timeout-ms", &c->request_timeout_ms, "deadline of one generation",
+         "TANDEM_ROUTER_REQUEST_TIMEOUT_MS");
+  f->Int("max-in-flight", &c->max_in_flight, "generations admitted before answering 429",
+         "TANDEM_ROUTER_MAX_IN_FLIGHT");
+  f->Int("worker-lease-ms", &c->worker_lease_ms, "a worker without a heartbeat for this long is down",
+         "TANDEM_ROUTER_WORKER_LEASE_MS");
+  f->Int("kv-block-size", &c->kv_block_size, "tokens per KV block every worker must use",
+         "TANDEM_ROUTER_KV_BLOCK_SIZE");
+  f->Int("http-io-threads", &c->http_io_threads, "HTTP I/O threads",
+         "TANDEM_ROUTER_HTTP_IO_THREADS");
+  f->Int64("max-body-bytes", &c->max_body_bytes, "largest request body accepted (413 beyond)",
+           "TANDEM_ROUTER_MAX_BODY_BYTES");
+  f->Int("header-timeout-ms", &c->header_timeout_ms,
+         "time a client has to send the request headers", "TANDEM_ROUTER_HEADER_TIMEOUT_MS");
+}
+
+absl::StatusOr<HostPort> ParseHostPort(const std::string& flag, const std::string& value) {
+  const size_t colon = value.rfind(':');
+  HostPort out;
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(value.substr(colon + 1), &out.port) || out.port < 0 || out.port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, " must be host:port with a port in [0, 65535], got '", value, "'"));
+  }
+  out.host = value.substr(0, colon);
+  // [::1]:8000 style literals: the brackets belong to the URL form, not to the address.
+  if (out.host.size() > 2 && out.host.front() == '[' && out.host.back() == ']') {
+    out.host = out.host.substr(1, out.host.size() - 2);
+  }
+  return out;
+}
+
+std::string ServedModelName(const RouterConfig& config) {
+  if (!config.served_model_name.empty()) return config.served_model_name;
+  std::filesystem::path path(config.model);
+  if (!path.has_filename()) path = path.parent_path();  // "models/x/" names x
+  return path.filename().string();
+}
+
+}  // namespace tandem::router

@@ -1,0 +1,39 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "tandem/config/flags.h"
+
+namespace tandem::router {
+
+struct RouterConfig {
+  std::string http_listen = "127.0.0.1:8000";     // port 0: ephemeral
+  std::string control_listen = "127.0.0.1:50051";  // gRPC RouterControl; port 0: ephemeral
+  std::string port_file;          // "http_port control_port", written atomically once listening
+  std::string model;              // checkpoint directory; the router only reads its tokenizer
+  std::string served_model_name;  // default: the model directory's name
+  int request_timeout_ms = 600000;
+  int max_in_flight = 512;        // beyond: 429 with Retry-After
+  int worker_lease_ms = 3000;     // no heartbeat within it: the worker is down
+  int kv_block_size = 16;         // workers with another block size are refused
+  int http_io_threads = 4;
+  std::int64_t max_body_bytes = 8 << 20;
+  int header_timeout_ms = 10000;  // slow-loris bound: headers must arrive within it
+};
+
+// Binds every field to a flag with a TANDEM_ROUTER_* environment fallback.
+void BindRouterFlags(config::FlagSet* flags, RouterConfig* config);
+
+// "host:port" -> (host, port); InvalidArgument naming `flag` when it does not parse.
+struct HostPort {
+  std::string host;
+  int port = 0;
+};
+absl::StatusOr<HostPort> ParseHostPort(const std::string& flag, const std::string& value);
+
+// The model name clients must use: --served-model-name, else the model directory's basename.
+std::string ServedModelName(const RouterConfig& config);
+
+}  // namespace tandem::router

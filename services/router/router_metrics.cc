@@ -1,0 +1,64 @@
+#include "router_metrics.h"
+
+#include "absl/strings/str_cat.h"
+#include "tandem/base/status_macros.h"
+
+namespace tandem::router {
+namespace {
+
+template <typename M>
+absl::StatusOr<M*> Unlabelled(absl::StatusOr<metrics::Family<M>*> family) {
+  if (!family.ok()) return family.status();
+  return (*family)->WithLabels({});
+}
+
+}  // namespace
+
+absl::StatusOr<RouterMetrics> RouterMetrics::Create(metrics::Registry* r) {
+  RouterMetrics m;
+  TANDEM_ASSIGN_OR_RETURN(m.requests, r->AddCounter("tandem_router_requests_total",
+                                                    "HTTP responses by endpoint and status.",
+                                                    {"endpoint", "status"}));
+  // Latencies from a millisecond (a warm tiny model) to minutes (a long prompt on a busy node).
+  const std::vector<double> latency = metrics::ExponentialBuckets(0.001, 2.0, 18);
+  TANDEM_ASSIGN_OR_RETURN(m.ttft_seconds,
+                          Unlabelled(r->AddHistogram("tandem_router_ttft_seconds",
+                                                     "Request arrival to first token sent.",
+                                                     latency)));
+  TANDEM_ASSIGN_OR_RETURN(
+      m.inter_token_latency_seconds,
+      Unlabelled(r->AddHistogram("tandem_router_inter_token_latency_seconds",
+                                 "Time between consecutive tokens of one stream.", latency)));
+  TANDEM_ASSIGN_OR_RETURN(m.queue_depth,
+                          Unlabelled(r->AddGauge("tandem_router_queue_depth",
+                                                 "Admitted requests not yet sent to a worker.")));
+  TANDEM_ASSIGN_OR_RETURN(m.active_requests,
+                          Unlabelled(r->AddGauge("tandem_router_active_requests",
+                                                 "Generations in flight.")));
+  TANDEM_ASSIGN_OR_RETURN(m.active_streams,
+                          Unlabelled(r->AddGauge("tandem_router_active_streams",
+                                                 "Open server-sent-event responses.")));
+  TANDEM_ASSIGN_OR_RETURN(m.worker_load,
+                          r->AddGauge("tandem_router_worker_load",
+                                      "Router in-flight plus reported running and waiting.",
+                                      {"worker", "role"}));
+  TANDEM_ASSIGN_OR_RETURN(m.worker_up, r->AddGauge("tandem_router_worker_up",
+                                                   "1 while the worker's lease is valid.",
+                                                   {"worker", "role"}));
+  TANDEM_ASSIGN_OR_RETURN(m.kv_handoff_bytes,
+                          Unlabelled(r->AddCounter("tandem_router_kv_handoff_bytes_total",
+                                                   "KV bytes moved from prefill to decode.")));
+  TANDEM_ASSIGN_OR_RETURN(
+      m.kv_handoff_seconds,
+      Unlabelled(r->AddHistogram("tandem_router_kv_handoff_seconds",
+                                 "Prefill-reported KV transfer time per request.",
+                                 metrics::ExponentialBuckets(0.0001, 2.0, 18))));
+  return m;
+}
+
+void RouterMetrics::CountRequest(const std::string& endpoint, int status) const {
+  auto counter = requests->WithLabels({endpoint, absl::StrCat(status)});
+  if (counter.ok()) (*counter)->Increment();
+}
+
+}  // namespace tandem::router

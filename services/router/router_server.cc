@@ -1,0 +1,125 @@
+#include "router_server.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "api_routes.h"
+#include "control_service.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+#include "tandem/base/status_macros.h"
+
+namespace tandem::router {
+
+RouterServer::RouterServer(Options options) : options_(std::move(options)) {
+  if (!options_.now) options_.now = [] { return std::chrono::steady_clock::now(); };
+}
+
+absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(Options options) {
+  if (options.tokenizer.tokenizer == nullptr) {
+    return absl::InvalidArgumentError("RouterServer needs a tokenizer");
+  }
+  std::unique_ptr<RouterServer> server(new RouterServer(std::move(options)));
+  absl::Status st = server->Init();
+  if (!st.ok()) {
+    server->Shutdown(absl::ZeroDuration());
+    return st;
+  }
+  return server;
+}
+
+absl::Status RouterServer::Init() {
+  const RouterConfig& cfg = options_.config;
+  if (cfg.kv_block_size < 1) return absl::InvalidArgumentError("--kv-block-size must be >= 1");
+  if (cfg.worker_lease_ms < 1) return absl::InvalidArgumentError("--worker-lease-ms must be >= 1");
+  if (cfg.max_in_flight < 1) return absl::InvalidArgumentError("--max-in-flight must be >= 1");
+  if (cfg.request_timeout_ms < 1) {
+    return absl::InvalidArgumentError("--request-timeout-ms must be >= 1");
+  }
+  TANDEM_ASSIGN_OR_RETURN(HostPort http_addr, ParseHostPort("http-listen", cfg.http_listen));
+  TANDEM_ASSIGN_OR_RETURN(HostPort control_addr, ParseHostPort("control-listen", cfg.control_listen));
+  TANDEM_ASSIGN_OR_RETURN(metrics_, RouterMetrics::Create(&metrics_registry_));
+
+  registry_ = std::make_unique<WorkerRegistry>(WorkerRegistry::Options{
+      .kv_block_size = cfg.kv_block_size,
+      .lease_ms = cfg.worker_lease_ms,
+      .now = options_.now,
+      .metrics = &metrics_});
+  selector_ = std::make_unique<LeastLoadedSelector>(registry_.get());
+  dispatcher_ = std::make_unique<Dispatcher>(registry_.get(), Dispatcher::Options{.metrics = &metrics_});
+  generation_ = std::make_unique<GenerationApi>(
+      GenerationApi::Options{.served_model = options_.served_model,
+                             .max_in_flight = cfg.max_in_flight,
+                             .request_timeout = std::chrono::milliseconds(cfg.request_timeout_ms)},
+      GenerationApi::Deps{.tokenizer = options_.tokenizer,
+                          .renderer = &renderer_,
+                          .selector = selector_.get(),
+                          .dispatcher = dispatcher_.get(),
+                          .metrics = &metrics_,
+                          .runner = &runner_});
+
+  control_service_ = std::make_unique<ControlService>(registry_.get());
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(cfg.control_listen, grpc::InsecureServerCredentials(), &control_port_);
+  builder.RegisterService(control_service_.get());
+  control_server_ = builder.BuildAndStart();
+  if (control_server_ == nullptr || control_port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on --control-listen ", cfg.control_listen));
+  }
+
+  http::Router routes;
+  TANDEM_RETURN_IF_ERROR(InstallRoutes(&routes, RouteDeps{.served_model = options_.served_model,
+                                                          .created_unix_s = absl::ToUnixSeconds(absl::Now()),
+                                                          .generation = generation_.get(),
+                                                          .registry = registry_.get(),
+                                                          .metrics_registry = &metrics_registry_,
+                                                          .metrics = &metrics_}));
+  http::ServerConfig http_config;
+  http_config.host = http_addr.host;
+  http_config.port = static_cast<uint16_t>(http_addr.port);
+  http_config.io_threads = cfg.http_io_threads;
+  http_config.max_body_bytes = static_cast<size_t>(std::max<std::int64_t>(0, cfg.max_body_bytes));
+  http_config.header_timeout = absl::Milliseconds(cfg.header_timeout_ms);
+  TANDEM_ASSIGN_OR_RETURN(http_server_, http::Server::Start(http_config, std::move(routes)));
+  http_port_ = http_server_->port();
+
+  sweeper_ = std::thread([this] { SweepLeases(); });
+  return absl::OkStatus();
+}
+
+void RouterServer::SweepLeases() {
+  // Often enough that worker_up and in-flight requests on a silent worker react well within a
+  // lease; the registry also expires leases lazily whenever it selects.
+  const absl::Duration period =
+      absl::Milliseconds(std::clamp(options_.config.worker_lease_ms / 4, 10, 250));
+  absl::MutexLock lock(&mu_);
+  while (!mu_.AwaitWithTimeout(absl::Condition(&stopping_), period)) {
+    mu_.Unlock();
+    registry_->ExpireLeases();
+    mu_.Lock();
+  }
+}
+
+void RouterServer::Shutdown(absl::Duration grace) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    stopping_ = true;
+  }
+  if (sweeper_.joinable()) sweeper_.join();
+  if (generation_ != nullptr) {
+    const absl::Time deadline = absl::Now() + grace;
+    while (generation_->active() > 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
+    generation_->CancelAll(absl::UnavailableError("the router is shutting down"));
+  }
+  if (http_server_ != nullptr) http_server_->Shutdown(absl::Seconds(2));
+  runner_.JoinAll();
+  if (control_server_ != nullptr) {
+    control_server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  }
+}
+
+RouterServer::~RouterServer() { Shutdown(absl::ZeroDuration()); }
+
+}  // namespace tandem::router

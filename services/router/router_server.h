@@ -1,0 +1,74 @@
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "chat_renderer.h"
+#include "dispatcher.h"
+#include "generation_api.h"
+#include "grpcpp/server.h"
+#include "router_config.h"
+#include "router_metrics.h"
+#include "task_runner.h"
+#include "tandem/http/server.h"
+#include "tandem/metrics/registry.h"
+#include "worker_registry.h"
+#include "worker_selector.h"
+
+namespace tandem::router {
+
+// A running router: the RouterControl gRPC server workers register with, the OpenAI HTTP server,
+// and the lease sweeper. Everything a process needs except flags, tokenizer loading and signals,
+// so tests run the real thing in-process.
+class RouterServer {
+ public:
+  struct Options {
+    RouterConfig config;
+    std::string served_model;
+    TokenizerSetup tokenizer;  // must outlive the server
+    SteadyNow now;             // lease clock; empty: steady_clock
+  };
+  static absl::StatusOr<std::unique_ptr<RouterServer>> Start(Options options);
+  ~RouterServer();
+
+  int http_port() const { return http_port_; }
+  int control_port() const { return control_port_; }
+  WorkerRegistry& registry() { return *registry_; }
+  const metrics::Registry& metrics_registry() const { return metrics_registry_; }
+  int active_requests() const { return generation_->active(); }
+
+  // Lets generations finish for up to `grace`, cancels the rest, then stops both servers and
+  // joins every thread. Idempotent.
+  void Shutdown(absl::Duration grace);
+
+ private:
+  explicit RouterServer(Options options);
+  absl::Status Init();
+  void SweepLeases();
+
+  Options options_;
+  metrics::Registry metrics_registry_;
+  RouterMetrics metrics_;
+  std::unique_ptr<WorkerRegistry> registry_;
+  std::unique_ptr<LeastLoadedSelector> selector_;
+  std::unique_ptr<Dispatcher> dispatcher_;
+  PlainChatRenderer renderer_;
+  TaskRunner runner_;
+  std::unique_ptr<GenerationApi> generation_;
+  std::unique_ptr<grpc::Service> control_service_;
+  std::unique_ptr<grpc::Server> control_server_;
+  std::unique_ptr<http::Server> http_server_;
+  int http_port_ = 0;
+  int control_port_ = 0;
+
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread sweeper_;
+};
+
+}  // namespace tandem::router

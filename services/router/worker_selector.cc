@@ -1,0 +1,51 @@
+#include "worker_selector.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+
+namespace tandem::router {
+namespace {
+
+const WorkerView* LeastLoaded(const std::vector<WorkerView>& candidates) {
+  const WorkerView* best = nullptr;
+  for (const WorkerView& v : candidates) {
+    if (best == nullptr || v.load < best->load) best = &v;
+  }
+  return best;
+}
+
+}  // namespace
+
+int WorkerPlan::max_context() const {
+  int limit = std::numeric_limits<int>::max();
+  for (const auto* lease : {&combined, &prefill, &decode}) {
+    if (*lease == nullptr) continue;
+    const int worker_limit = static_cast<int>((*lease)->worker().info().max_context());
+    if (worker_limit > 0) limit = std::min(limit, worker_limit);  // 0: the worker did not say
+  }
+  return limit;
+}
+
+absl::StatusOr<WorkerPlan> LeastLoadedSelector::Select(const std::string& model,
+                                                       std::span<const std::int32_t>) {
+  WorkerPlan plan;
+  const auto prefill = registry_->Healthy(model, v1::WORKER_ROLE_PREFILL);
+  const auto decode = registry_->Healthy(model, v1::WORKER_ROLE_DECODE);
+  if (!prefill.empty() && !decode.empty()) {
+    plan.prefill = registry_->Acquire(LeastLoaded(prefill)->entry);
+    plan.decode = registry_->Acquire(LeastLoaded(decode)->entry);
+    return plan;
+  }
+  const auto combined = registry_->Healthy(model, v1::WORKER_ROLE_COMBINED);
+  if (!combined.empty()) {
+    plan.combined = registry_->Acquire(LeastLoaded(combined)->entry);
+    return plan;
+  }
+  return absl::UnavailableError(absl::StrCat("no healthy workers serve ", model, " (",
+                                             prefill.size(), " prefill, ", decode.size(),
+                                             " decode, 0 combined)"));
+}
+
+}  // namespace tandem::router

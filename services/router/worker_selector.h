@@ -1,0 +1,46 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "worker_registry.h"
+
+namespace tandem::router {
+
+// Where one generation runs: a combined worker, or a prefill worker handing KV to a decode worker.
+struct WorkerPlan {
+  std::unique_ptr<WorkerLease> combined;
+  std::unique_ptr<WorkerLease> prefill;
+  std::unique_ptr<WorkerLease> decode;
+
+  bool disaggregated() const { return combined == nullptr; }
+  // The longest prompt + completion every chosen worker accepts.
+  int max_context() const;
+};
+
+// Picks workers for a request. An interface so routing policies (prefix affinity) can replace the
+// default without touching dispatch.
+class WorkerSelector {
+ public:
+  virtual ~WorkerSelector() = default;
+  // Unavailable when no healthy workers serve `model`.
+  virtual absl::StatusOr<WorkerPlan> Select(const std::string& model,
+                                            std::span<const std::int32_t> prompt) = 0;
+};
+
+// Prefers a prefill + decode pair, else a combined worker; within a role, the least loaded
+// (router in-flight + reported running + waiting), ties to the lowest worker id.
+class LeastLoadedSelector final : public WorkerSelector {
+ public:
+  explicit LeastLoadedSelector(WorkerRegistry* registry) : registry_(registry) {}
+  absl::StatusOr<WorkerPlan> Select(const std::string& model,
+                                    std::span<const std::int32_t> prompt) override;
+
+ private:
+  WorkerRegistry* registry_;
+};
+
+}  // namespace tandem::router

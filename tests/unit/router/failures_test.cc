@@ -1,0 +1,178 @@
+#include "router_fixture.h"
+
+namespace tandem::router::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+TEST_F(RouterTest, WorkerDyingMidStreamEndsTheStreamWithAnErrorAndMarksItDown) {
+  StartRouter();
+  FakeWorker* w = AddWorker("w1", v1::WORKER_ROLE_COMBINED, {.tokens = Ids("abcdef"), .hang_after = 2});
+  RawResponse head;
+  auto client = OpenStream("/v1/completions", {{"prompt", "x"}, {"max_tokens", 6}, {"stream", true}}, &head);
+  ASSERT_EQ(head.status, 200);
+  std::string text;
+  while (text.size() < 2) {
+    auto event = client->ReadEvent(milliseconds(5000));
+    ASSERT_TRUE(event.has_value());
+    text += json::parse(event->substr(6))["choices"][0]["text"].get<std::string>();
+  }
+  EXPECT_EQ(text, "ab");
+
+  const auto killed_at = Clock::now();
+  w->Kill();
+  auto event = client->ReadEvent(milliseconds(5000));
+  ASSERT_TRUE(event.has_value()) << "no error event within 5 s";
+  EXPECT_LT(Clock::now() - killed_at, std::chrono::seconds(5));
+  const json error = json::parse(event->substr(6));
+  ASSERT_TRUE(error.contains("error")) << *event;
+  EXPECT_TRUE(error["error"].contains("message"));
+  // The stream then ends.
+  while (auto rest = client->ReadEvent(milliseconds(5000))) EXPECT_EQ(*rest, "data: [DONE]");
+  EXPECT_FALSE(router_->registry().IsUp("w1"));
+  EXPECT_EQ(Request("GET", "/ready").status, 503);
+  ExpectNothingInFlight();
+}
+
+TEST_F(RouterTest, UnavailableWorkerAnswers503AndIsMarkedDown) {
+  StartRouter();
+  AddWorker("w1", v1::WORKER_ROLE_COMBINED, {.generate_status = grpc::StatusCode::UNAVAILABLE});
+  RawResponse r = Post("/v1/completions", {{"prompt", "x"}});
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_TRUE(json::parse(r.body)["error"]["message"].is_string());
+  EXPECT_FALSE(router_->registry().IsUp("w1"));
+  ExpectNothingInFlight();
+}
+
+TEST_F(RouterTest, ClientDisconnectCancelsTheWorkers) {
+  StartRouter();
+  FakeWorker* p = AddWorker("p1", v1::WORKER_ROLE_PREFILL, {.first_token = Ids("a")[0]});
+  FakeWorker* d = AddWorker("d1", v1::WORKER_ROLE_DECODE, {.tokens = Ids("bcdef"), .hang_after = 1});
+  RawResponse head;
+  auto client = OpenStream("/v1/completions", {{"prompt", "x"}, {"max_tokens", 6}, {"stream", true}}, &head);
+  ASSERT_EQ(head.status, 200);
+  ASSERT_TRUE(client->ReadEvent(milliseconds(5000)).has_value());
+  ASSERT_TRUE(d->WaitForCall("Generate", milliseconds(5000)));
+  client->Close();
+  EXPECT_TRUE(d->WaitForCall("Cancel", milliseconds(5000)));
+  EXPECT_TRUE(p->WaitForCall("Cancel", milliseconds(5000)));
+  EXPECT_TRUE(router_->registry().IsUp("d1")) << "a client leaving says nothing about the worker";
+  ExpectNothingInFlight();
+}
+
+TEST_F(RouterTest, WorkerOverloadAnswers429WithRetryAfter) {
+  StartRouter();
+  AddWorker("w1", v1::WORKER_ROLE_COMBINED, {.generate_status = grpc::StatusCode::RESOURCE_EXHAUSTED});
+  RawResponse r = Post("/v1/completions", {{"prompt", "x"}});
+  EXPECT_EQ(r.status, 429) << r.body;
+  EXPECT_EQ(r.Header("retry-after"), "1");
+  EXPECT_TRUE(router_->registry().IsUp("w1"));
+  ExpectNothingInFlight();
+}
+
+TEST_F(RouterTest, RouterInFlightLimitAnswers429) {
+  StartRouter([](RouterConfig* c) { c->max_in_flight = 1; });
+  FakeWorker* w = AddWorker("w1", v1::WORKER_ROLE_COMBINED, {.tokens = Ids("abc"), .hang_after = 1});
+  RawResponse head;
+  auto holder = OpenStream("/v1/completions", {{"prompt", "x"}, {"max_tokens", 3}, {"stream", true}}, &head);
+  ASSERT_TRUE(w->WaitForCall("Generate", milliseconds(5000)));
+  RawResponse r = Post("/v1/completions", {{"prompt", "x"}});
+  EXPECT_EQ(r.status, 429) << r.body;
+  EXPECT_EQ(r.Header("retry-after"), "1");
+  EXPECT_EQ(json::parse(r.body)["error"]["type"], "rate_limit_error");
+  holder->Close();
+  ExpectNothingInFlight();
+}
+
+TEST_F(RouterTest, RequestTimeoutIsEnforced) {
+  StartRouter([](RouterConfig* c) { c->request_timeout_ms = 300; });
+  AddWorker("w1", v1::WORKER_ROLE_COMBINED, {.tokens = Ids("abc"), .hang_after = 1});
+  const auto start = Clock::now();
+  RawResponse r = Post("/v1/completions", {{"prompt", "x"}});
+  EXPECT_EQ(r.status, 504) << r.body;
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
+  ExpectNothingInFlight();
+}
+
+TEST_F(RouterTest, NoWorkersAnswers503) {
+  StartRouter();
+  RawResponse r = Post("/v1/completions", {{"prompt", "x"}});
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_EQ(r.Header("retry-after"), "1");
+  ExpectNothingInFlight();
+}
+
+struct InvalidCase {
+  std::string name;
+  std::string path;
+  std::string body;
+  int status;
+  std::string param;  // empty: not checked
+};
+
+class ValidationTest : public RouterTest, public ::testing::WithParamInterface<InvalidCase> {};
+
+TEST_P(ValidationTest, AnswersTheRightErrorAndLeaksNothing) {
+  StartRouter();
+  FakeWorker* w = AddWorker("w1", v1::WORKER_ROLE_COMBINED, {.tokens = Ids("abc")}, /*max_context=*/32);
+  const InvalidCase& c = GetParam();
+  RawResponse r = Request("POST", c.path, c.body);
+  EXPECT_EQ(r.status, c.status) << r.body;
+  const json body = json::parse(r.body, nullptr, false);
+  ASSERT_FALSE(body.is_discarded()) << r.body;
+  ASSERT_TRUE(body.contains("error")) << r.body;
+  EXPECT_TRUE(body["error"]["message"].is_string());
+  EXPECT_TRUE(body["error"]["type"].is_string());
+  EXPECT_TRUE(body["error"].contains("code"));
+  if (!c.param.empty()) EXPECT_EQ(body["error"]["param"], c.param) << r.body;
+  EXPECT_TRUE(w->calls().empty()) << "an invalid request reached a worker";
+  ExpectNothingInFlight();
+}
+
+const std::string kChat = "/v1/chat/completions";
+const std::string kCmpl = "/v1/completions";
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, ValidationTest,
+    ::testing::Values(
+        InvalidCase{"MalformedJson", kCmpl, R"({"prompt": "x",)", 400, ""},
+        InvalidCase{"NotAnObject", kCmpl, R"([1, 2])", 400, ""},
+        InvalidCase{"PromptWrongType", kCmpl, R"({"prompt": 5})", 400, "prompt"},
+        InvalidCase{"PromptMissing", kCmpl, R"({"max_tokens": 3})", 400, "prompt"},
+        InvalidCase{"PromptIdOutOfVocab", kCmpl, R"({"prompt": [1, 9999]})", 400, "prompt"},
+        InvalidCase{"MaxTokensWrongType", kCmpl, R"({"prompt": "x", "max_tokens": "5"})", 400, "max_tokens"},
+        InvalidCase{"MaxTokensZero", kCmpl, R"({"prompt": "x", "max_tokens": 0})", 400, "max_tokens"},
+        InvalidCase{"BeyondContext", kCmpl, R"({"prompt": "hello", "max_tokens": 27})", 400, "max_tokens"},
+        InvalidCase{"PromptFillsContext", kCmpl, R"({"prompt": [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32]})", 400, "prompt"},
+        InvalidCase{"NMoreThanOne", kCmpl, R"({"prompt": "x", "n": 2})", 400, "n"},
+        InvalidCase{"Echo", kCmpl, R"({"prompt": "x", "echo": true})", 400, "echo"},
+        InvalidCase{"Logprobs", kCmpl, R"({"prompt": "x", "logprobs": 2})", 400, "logprobs"},
+        InvalidCase{"NegativeTemperature", kCmpl, R"({"prompt": "x", "temperature": -1})", 400, "temperature"},
+        InvalidCase{"TopPZero", kCmpl, R"({"prompt": "x", "top_p": 0})", 400, "top_p"},
+        InvalidCase{"TopKNegative", kCmpl, R"({"prompt": "x", "top_k": -5})", 400, "top_k"},
+        InvalidCase{"MinPAboveOne", kCmpl, R"({"prompt": "x", "min_p": 1.5})", 400, "min_p"},
+        InvalidCase{"PresencePenaltyRange", kCmpl, R"({"prompt": "x", "presence_penalty": 3})", 400, "presence_penalty"},
+        InvalidCase{"RepetitionPenaltyZero", kCmpl, R"({"prompt": "x", "repetition_penalty": 0})", 400, "repetition_penalty"},
+        InvalidCase{"StopWrongType", kCmpl, R"({"prompt": "x", "stop": [1]})", 400, "stop"},
+        InvalidCase{"StreamWrongType", kCmpl, R"({"prompt": "x", "stream": "yes"})", 400, "stream"},
+        InvalidCase{"UnknownModel", kCmpl, R"({"prompt": "x", "model": "gpt-9"})", 404, "model"},
+        InvalidCase{"ChatMessagesMissing", kChat, R"({"max_tokens": 3})", 400, "messages"},
+        InvalidCase{"ChatMessagesEmpty", kChat, R"({"messages": []})", 400, "messages"},
+        InvalidCase{"ChatMessagesWrongType", kChat, R"({"messages": "hi"})", 400, "messages"},
+        InvalidCase{"ChatBadRole", kChat, R"({"messages": [{"role": "wizard", "content": "hi"}]})", 400, "messages[0].role"},
+        InvalidCase{"ChatContentWrongType", kChat, R"({"messages": [{"role": "user", "content": 3}]})", 400, "messages[0].content"},
+        InvalidCase{"ChatImagePart", kChat, R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", 400, "messages[0].content"},
+        InvalidCase{"ChatUnknownModel", kChat, R"({"messages": [{"role": "user", "content": "hi"}], "model": "x"})", 404, "model"},
+        InvalidCase{"ChatN", kChat, R"({"messages": [{"role": "user", "content": "hi"}], "n": 3})", 400, "n"}),
+    [](const ::testing::TestParamInfo<InvalidCase>& info) { return info.param.name; });
+
+TEST_F(RouterTest, UnknownModelCarriesTheModelNotFoundCode) {
+  StartRouter();
+  RawResponse r = Post("/v1/completions", {{"prompt", "x"}, {"model", "other"}});
+  EXPECT_EQ(r.status, 404);
+  EXPECT_EQ(json::parse(r.body)["error"]["code"], "model_not_found");
+  EXPECT_EQ(Metric("tandem_router_requests_total{endpoint=\"/v1/completions\",status=\"404\"}"), 1.0);
+}
+
+}  // namespace
+}  // namespace tandem::router::testing
