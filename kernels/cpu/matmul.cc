@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "simd.h"
+#include "dot_tile.h"
 
 namespace tandem::kernels::cpu {
 namespace {
@@ -20,42 +20,12 @@ constexpr std::int64_t kRowChunkFloats = 1 << 18;
 constexpr std::int64_t kParallelMacs = 1 << 19;
 constexpr int kTasksPerThread = 4;  // dynamic hand-out evens out cores shared with other work
 
-// R input rows x O weight rows. Each accumulator sees exactly Dot()'s sequence for its element.
+// R input rows x O consecutive weight rows.
 template <int R, int O, typename W>
 inline void Tile(const float* x, const W* w, std::int64_t in, float* y, std::int64_t out) {
-  F32x16 acc[R][O];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 16
-    for (int o = 0; o < O; ++o) acc[r][o] = Zero();
-  }
-  std::int64_t k = 0;
-  for (; k + kLanes <= in; k += kLanes) {
-    F32x16 wv[O];
-#pragma GCC unroll 16
-    for (int o = 0; o < O; ++o) wv[o] = Load(w + o * in + k);
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const F32x16 xv = Load(x + r * in + k);
-#pragma GCC unroll 16
-      for (int o = 0; o < O; ++o) acc[r][o] = Fma(xv, wv[o], acc[r][o]);
-    }
-  }
-  if (k < in) {
-    const int rest = static_cast<int>(in - k);
-    F32x16 wv[O];
-#pragma GCC unroll 16
-    for (int o = 0; o < O; ++o) wv[o] = LoadPartial(w + o * in + k, rest);
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const F32x16 xv = LoadPartial(x + r * in + k, rest);
-#pragma GCC unroll 16
-      for (int o = 0; o < O; ++o) acc[r][o] = Fma(xv, wv[o], acc[r][o]);
-    }
-  }
-  for (int r = 0; r < R; ++r) {
-    for (int o = 0; o < O; ++o) y[r * out + o] = HorizontalSum(acc[r][o]);
-  }
+  const W* rows[O];
+  for (int o = 0; o < O; ++o) rows[o] = w + o * in;
+  DotTile<R, O>(x, in, rows, in, y, out);
 }
 
 template <int O, typename W>
