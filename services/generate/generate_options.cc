@@ -19,8 +19,8 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(int argc, const char* const* 
   flags.Double("temperature", &o.temperature, "0 is greedy", "TANDEM_TEMPERATURE");
   flags.Double("top-p", &o.top_p, "nucleus sampling mass (1 disables)", "TANDEM_TOP_P");
   flags.Int("top-k", &o.top_k, "keep the k most likely tokens (0 disables)", "TANDEM_TOP_K");
-  flags.Int64("seed", &o.seed, "sampling seed; negative derives it from the request id",
-              "TANDEM_SEED");
+  flags.Int64("seed", &o.seed,
+              "sampling seed; negative: a fixed seed derived from the request id", "TANDEM_SEED");
   flags.Int("threads", &o.threads, "CPU threads (0: all cores)", "TANDEM_THREADS");
   flags.Bool("print-ids", &o.print_ids, "also print prompt_ids: and output_ids: lines");
   flags.Int("kv-cache-mb", &o.kv_cache_mb, "KV cache size in MiB", "TANDEM_KV_CACHE_MB");

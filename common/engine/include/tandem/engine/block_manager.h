@@ -61,6 +61,8 @@ class BlockManager {
     return (num_tokens + config_.block_size - 1) / config_.block_size;
   }
 
+  // Called synchronously, on the thread driving the engine, as blocks are stored and evicted;
+  // keep it cheap (e.g. append to a queue the publisher drains).
   void SetEventListener(KvCacheEventListener listener) { listener_ = std::move(listener); }
 
   // A cached prefix of `tokens` a new sequence can reuse: full blocks only, and never the block
