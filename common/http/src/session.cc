@@ -16,6 +16,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "deferred_exchange.h"
 #include "exchange.h"
 #include "linger.h"
 #include "sse_stream.h"
@@ -46,6 +47,7 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
 
   ~Session() override {
     if (stream_) stream_->Cancel();
+    CancelDeferred();
     context_->Unregister(id_);
   }
 
@@ -64,16 +66,18 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
   void Abort() override {
     net::post(socket_.get_executor(), [self = shared_from_this()] {
       if (self->stream_) self->stream_->Cancel();
+      self->CancelDeferred();
       self->CloseNow();
     });
   }
 
   void CancelStreamAfterStop() override {
     if (stream_) stream_->Cancel();
+    CancelDeferred();
   }
 
  private:
-  enum class Phase { kIdle, kReading, kHandling, kWriting, kStreaming, kClosed };
+  enum class Phase { kIdle, kReading, kHandling, kDeferred, kWriting, kStreaming, kClosed };
 
   // ---- deadlines: one timer, re-armed per phase; expiry closes the socket ----
 
@@ -170,6 +174,9 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     request.remote_address = RemoteAddress();
     HandlerResult result = RunHandler(context_->router, request);
     if (auto* sse = std::get_if<SseResponse>(&result)) return StartStream(std::move(*sse));
+    if (auto* deferred = std::get_if<DeferredResponse>(&result)) {
+      return StartDeferredResponse(std::move(*deferred));
+    }
     WriteResponse(std::move(std::get<Response>(result)), /*close_after=*/false);
   }
 
@@ -191,6 +198,53 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
                          if (!keep_alive) return self->CloseAfterResponse();
                          self->WaitForNextRequest();
                        });
+  }
+
+  // ---- deferred responses ----
+
+  void StartDeferredResponse(DeferredResponse deferred) {
+    phase_ = Phase::kDeferred;
+    auto deliver = [weak = weak_from_this(), executor = socket_.get_executor()](Response r) {
+      net::post(executor, [weak, r = std::move(r)]() mutable {
+        if (auto self = weak.lock()) self->OnDeferredResponse(std::move(r));
+      });
+    };
+    auto exchange = std::make_shared<DeferredExchange>(std::move(deliver));
+    // Weak: the handler owns the exchange, so a handler that drops it gets the 500 fallback.
+    deferred_ = exchange;
+    WatchForDisconnectWhileDeferred();
+    if (!StartDeferred(deferred, exchange)) {
+      exchange->Respond(Response::Text(500, "handler failed to start the response"));
+    }
+  }
+
+  void WatchForDisconnectWhileDeferred() {
+    socket_.async_read_some(
+        buffer_.prepare(4096), [self = shared_from_this()](error_code ec, size_t bytes) {
+          if (!ec) self->buffer_.commit(bytes);
+          // Answered meanwhile: the write path owns the connection now.
+          if (self->phase_ != Phase::kDeferred) return;
+          if (ec || self->buffer_.size() > self->config_.max_header_bytes) {
+            self->CancelDeferred();
+            return self->CloseNow();
+          }
+          self->WatchForDisconnectWhileDeferred();
+        });
+  }
+
+  void OnDeferredResponse(Response response) {
+    if (phase_ != Phase::kDeferred) return;
+    phase_ = Phase::kWriting;
+    deferred_.reset();
+    // Stop the disconnect watch; its handler sees kWriting and leaves the socket alone.
+    error_code ignored;
+    socket_.cancel(ignored);
+    WriteResponse(std::move(response), /*close_after=*/false);
+  }
+
+  void CancelDeferred() {
+    if (auto exchange = deferred_.lock()) exchange->Cancel();
+    deferred_.reset();
   }
 
   // ---- streaming ----
@@ -318,6 +372,7 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
 
+  std::weak_ptr<DeferredExchange> deferred_;
   std::shared_ptr<SseStream> stream_;
   std::string write_buffer_;
   bool stream_keep_alive_ = false;

@@ -23,7 +23,27 @@ struct SseResponse {
   std::function<void(std::shared_ptr<SseWriter>)> on_open;
 };
 
-using HandlerResult = std::variant<Response, SseResponse>;
+// Completes a DeferredResponse from any thread.
+class Responder {
+ public:
+  virtual ~Responder() = default;
+  // Sends `response`. Only the first call counts; calls after cancellation are ignored.
+  virtual void Respond(Response response) = 0;
+  // True once the client disconnected or the server shut down before Respond.
+  virtual bool cancelled() const = 0;
+  // Runs `callback` once on cancellation, on an arbitrary thread (immediately, on the caller's
+  // thread, if already cancelled). It must not block. Not run once Respond was called.
+  virtual void OnCancel(std::function<void()> callback) = 0;
+};
+
+// A handler's answer when computing the response takes long (a whole LLM generation): the server
+// calls `start` with a Responder and waits for it without holding an I/O thread. A Responder
+// released without responding answers 500.
+struct DeferredResponse {
+  std::function<void(std::shared_ptr<Responder>)> start;
+};
+
+using HandlerResult = std::variant<Response, SseResponse, DeferredResponse>;
 
 // Runs on an I/O thread, possibly on several at once for different connections: it must be
 // thread-safe, answer quickly and hand long work elsewhere. An exception escaping it is

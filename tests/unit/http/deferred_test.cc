@@ -1,0 +1,138 @@
+#include <atomic>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+#include "raw_client.h"
+#include "tandem/http/server.h"
+#include "test_handlers.h"
+
+namespace tandem::http {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::RawClient;
+
+constexpr char kSlowRequest[] = "GET /slow HTTP/1.1\r\nHost: t\r\n\r\n";
+
+// Hands each deferred handler's responder to the test, which answers it later.
+class ResponderBox {
+ public:
+  void Put(std::shared_ptr<Responder> r) {
+    absl::MutexLock lock(&mu_);
+    responder_ = std::move(r);
+  }
+  std::shared_ptr<Responder> Take(absl::Duration timeout = absl::Seconds(5)) {
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(
+        absl::Condition(+[](std::shared_ptr<Responder>* r) { return *r != nullptr; }, &responder_),
+        timeout);
+    return std::exchange(responder_, nullptr);
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::shared_ptr<Responder> responder_;
+};
+
+std::unique_ptr<Server> StartDeferring(ResponderBox* box) {
+  ServerConfig config;
+  config.io_threads = 1;  // a handler holding the only I/O thread would stall everything
+  Router router;
+  EXPECT_TRUE(router
+                  .Handle("GET", "/slow",
+                          [box](const Request&) -> HandlerResult {
+                            return DeferredResponse{[box](std::shared_ptr<Responder> r) { box->Put(r); }};
+                          })
+                  .ok());
+  EXPECT_TRUE(router.Handle("GET", "/ok", testing::Fixed("fine")).ok());
+  return Server::Start(std::move(config), std::move(router)).value();
+}
+
+TEST(DeferredTest, AnsweredFromAnotherThreadWithoutHoldingTheIoThread) {
+  ResponderBox box;
+  auto server = StartDeferring(&box);
+  auto slow = RawClient::Connect(server->port());
+  ASSERT_TRUE(slow->Send(kSlowRequest));
+  auto responder = box.Take();
+  ASSERT_NE(responder, nullptr);
+
+  // The single I/O thread still serves others while /slow waits.
+  auto other = RawClient::Connect(server->port());
+  ASSERT_TRUE(other->Send("GET /ok HTTP/1.1\r\nHost: t\r\n\r\n"));
+  auto ok = other->ReadResponse();
+  ASSERT_TRUE(ok.has_value());
+  EXPECT_EQ(ok->body, "fine");
+  EXPECT_FALSE(slow->ReadHead(milliseconds(100)).has_value());
+
+  std::thread([&] {
+    Response r = Response::Json(201, "{\"done\":true}");
+    r.headers.emplace_back("X-Late", "yes");
+    responder->Respond(std::move(r));
+    responder->Respond(Response::Text(500, "ignored"));
+  }).join();
+  auto answer = slow->ReadResponse();
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(answer->status, 201);
+  EXPECT_EQ(answer->body, "{\"done\":true}");
+  EXPECT_EQ(answer->Header("x-late"), "yes");
+  EXPECT_FALSE(responder->cancelled());
+
+  // The connection is kept alive for the next request.
+  ASSERT_TRUE(slow->Send("GET /ok HTTP/1.1\r\nHost: t\r\n\r\n"));
+  auto again = slow->ReadResponse();
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->body, "fine");
+}
+
+TEST(DeferredTest, ClientDisconnectCancelsTheResponder) {
+  ResponderBox box;
+  auto server = StartDeferring(&box);
+  auto client = RawClient::Connect(server->port());
+  ASSERT_TRUE(client->Send(kSlowRequest));
+  auto responder = box.Take();
+  ASSERT_NE(responder, nullptr);
+  absl::Notification cancelled;
+  responder->OnCancel([&] { cancelled.Notify(); });
+  client->Close();
+  EXPECT_TRUE(cancelled.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  EXPECT_TRUE(responder->cancelled());
+  responder->Respond(Response::Text(200, "too late"));  // harmless
+  std::atomic<bool> ran{false};
+  responder->OnCancel([&] { ran = true; });
+  EXPECT_TRUE(ran) << "a callback added after cancellation runs at once";
+}
+
+TEST(DeferredTest, DroppedResponderAnswers500) {
+  Router router;
+  ASSERT_TRUE(router
+                  .Handle("GET", "/slow",
+                          [](const Request&) -> HandlerResult {
+                            return DeferredResponse{[](std::shared_ptr<Responder>) {}};
+                          })
+                  .ok());
+  auto server = Server::Start(ServerConfig{}, std::move(router)).value();
+  auto client = RawClient::Connect(server->port());
+  ASSERT_TRUE(client->Send(kSlowRequest));
+  auto response = client->ReadResponse();
+  ASSERT_TRUE(response.has_value());
+  EXPECT_EQ(response->status, 500);
+}
+
+TEST(DeferredTest, ShutdownCancelsAPendingResponder) {
+  ResponderBox box;
+  auto server = StartDeferring(&box);
+  auto client = RawClient::Connect(server->port());
+  ASSERT_TRUE(client->Send(kSlowRequest));
+  auto responder = box.Take();
+  ASSERT_NE(responder, nullptr);
+  absl::Notification cancelled;
+  responder->OnCancel([&] { cancelled.Notify(); });
+  server->Shutdown(absl::Milliseconds(100));
+  EXPECT_TRUE(cancelled.HasBeenNotified());
+  EXPECT_TRUE(client->WaitForClose(milliseconds(2000)));
+}
+
+}  // namespace
+}  // namespace tandem::http
