@@ -3,14 +3,17 @@
 #include <vector>
 
 #include "absl/strings/str_join.h"
-#include "model_tokenizer.h"
 #include "tandem/base/status_macros.h"
 #include "tandem/engine/engine.h"
 #include "tandem/kernels/backend.h"
 #include "tandem/model/loader.h"
+#include "tandem/tokenizer/model_tokenizer.h"
 
 namespace tandem::generate {
 namespace {
+
+using tokenizer::LoadModelTokenizer;
+using tokenizer::ModelTokenizer;
 
 engine::SamplingParams SamplingFor(const GenerateOptions& o, const ModelTokenizer& tok) {
   engine::SamplingParams p;

@@ -6,11 +6,11 @@
 #include "absl/status/statusor.h"
 #include "tandem/tokenizer/tokenizer.h"
 
-namespace tandem::generate {
+namespace tandem::tokenizer {
 
 // The tokenizer that ships with a checkpoint, and the conventions that come with its format.
 struct ModelTokenizer {
-  std::unique_ptr<tokenizer::Tokenizer> tokenizer;
+  std::unique_ptr<Tokenizer> tokenizer;
   // llama2.c models end a story by emitting BOS and never stop on EOS (what run.c does).
   bool llama2c_conventions = false;
 };
@@ -19,4 +19,4 @@ struct ModelTokenizer {
 // tokenizer.bin beside model.bin. Hugging Face tokenizer.json is not supported yet.
 absl::StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& model_path, int vocab_size);
 
-}  // namespace tandem::generate
+}  // namespace tandem::tokenizer

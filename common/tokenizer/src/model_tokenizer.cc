@@ -1,11 +1,11 @@
-#include "model_tokenizer.h"
+#include "tandem/tokenizer/model_tokenizer.h"
 
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "tandem/tokenizer/llama2c_tokenizer.h"
 
-namespace tandem::generate {
+namespace tandem::tokenizer {
 
 absl::StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& model_path, int vocab_size) {
   namespace fs = std::filesystem;
@@ -14,7 +14,7 @@ absl::StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& model_path,
   const fs::path dir = fs::is_directory(path, ec) ? path : path.parent_path();
   const fs::path llama2c = dir / "tokenizer.bin";
   if (fs::exists(llama2c, ec)) {
-    auto tok = tokenizer::Llama2cTokenizer::Load(llama2c.string(), vocab_size);
+    auto tok = Llama2cTokenizer::Load(llama2c.string(), vocab_size);
     if (!tok.ok()) return tok.status();
     return ModelTokenizer{std::move(*tok), true};
   }
@@ -26,4 +26,4 @@ absl::StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& model_path,
       absl::StrCat("no tokenizer.bin or tokenizer.json beside the model in ", dir.string()));
 }
 
-}  // namespace tandem::generate
+}  // namespace tandem::tokenizer
