@@ -7,11 +7,15 @@
 namespace tandem::kernels::cpu {
 namespace {
 
+// Tiles: kRowTile x kOutTile for batches; a single row (GEMV) takes kGemvOutTile weight rows at
+// once instead, for more independent accumulators and more weight streams in flight.
 constexpr int kOutTile = 4;
 #if defined(__AVX512F__)
 constexpr int kRowTile = 4;  // 16 zmm accumulators + 4 weight chunks + 1 input chunk of 32 regs
+constexpr int kGemvOutTile = 8;
 #else
 constexpr int kRowTile = 2;  // F32x16 is two ymm here; keep the accumulators within 16 registers
+constexpr int kGemvOutTile = 4;
 #endif
 // Rows of x processed against a thread's whole weight range before moving on: sized so that
 // chunk of x stays in L2 while the weights stream through once per chunk.
@@ -43,7 +47,7 @@ void RowsAgainstTile(const float* x, std::int64_t r_begin, std::int64_t r_end, c
   if (left == 1) Tile<1, O>(x + r * in, w, in, y + r * out, out);
 }
 
-template <typename W>
+template <int OT, typename W>
 void OutputRange(const float* x, std::int64_t rows, const W* w, std::int64_t in, std::int64_t out,
                  std::int64_t o_begin, std::int64_t o_end, float* y) {
   const std::int64_t chunk =
@@ -51,25 +55,30 @@ void OutputRange(const float* x, std::int64_t rows, const W* w, std::int64_t in,
   for (std::int64_t r0 = 0; r0 < rows; r0 += chunk) {
     const std::int64_t r1 = std::min(rows, r0 + chunk);
     std::int64_t o = o_begin;
-    for (; o + kOutTile <= o_end; o += kOutTile) {
-      RowsAgainstTile<kOutTile>(x, r0, r1, w + o * in, in, y + o, out);
-    }
+    for (; o + OT <= o_end; o += OT) RowsAgainstTile<OT>(x, r0, r1, w + o * in, in, y + o, out);
     for (; o < o_end; ++o) RowsAgainstTile<1>(x, r0, r1, w + o * in, in, y + o, out);
   }
 }
 
-template <typename W>
+template <int OT, typename W>
 void MatMulTyped(ThreadPool& pool, const float* x, std::int64_t rows, const W* w, std::int64_t in,
                  std::int64_t out, float* y) {
-  const std::int64_t blocks = (out + kOutTile - 1) / kOutTile;
+  const std::int64_t blocks = (out + OT - 1) / OT;
   const bool parallel = rows * out * in >= kParallelMacs && pool.size() > 1;
   const int tasks =
       parallel ? static_cast<int>(std::min<std::int64_t>(blocks, pool.size() * kTasksPerThread)) : 1;
   pool.Run(tasks, [&](int task, int) {
     const std::int64_t b0 = blocks * task / tasks;
     const std::int64_t b1 = blocks * (task + 1) / tasks;
-    OutputRange(x, rows, w, in, out, b0 * kOutTile, std::min(out, b1 * kOutTile), y);
+    OutputRange<OT>(x, rows, w, in, out, b0 * OT, std::min(out, b1 * OT), y);
   });
+}
+
+template <typename W>
+void MatMulTyped(ThreadPool& pool, const float* x, std::int64_t rows, const W* w, std::int64_t in,
+                 std::int64_t out, float* y) {
+  if (rows == 1) return MatMulTyped<kGemvOutTile>(pool, x, rows, w, in, out, y);
+  MatMulTyped<kOutTile>(pool, x, rows, w, in, out, y);
 }
 
 }  // namespace
