@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "generation_job.h"
+#include "tandem/rpc/conversions.h"
 
 namespace tandem::router {
 namespace {
@@ -74,21 +75,13 @@ std::optional<ApiError> GenerationApi::PromptIds(const OpenAiRequest& request,
 }
 
 v1::SamplingParams GenerationApi::Sampling(const OpenAiRequest& r, int max_tokens) const {
-  v1::SamplingParams p;
-  p.set_temperature(r.temperature);
-  p.set_top_k(r.top_k);
-  p.set_top_p(r.top_p);
-  p.set_min_p(r.min_p);
-  p.set_presence_penalty(r.presence_penalty);
-  p.set_frequency_penalty(r.frequency_penalty);
-  p.set_repetition_penalty(r.repetition_penalty);
-  p.set_max_tokens(max_tokens);
-  if (r.seed.has_value()) p.set_seed(*r.seed);
+  engine::SamplingParams p = r.sampling;
+  p.max_tokens = max_tokens;
   if (deps_.tokenizer.llama2c_conventions) {
-    p.add_stop_token_ids(deps_.tokenizer.tokenizer->bos_id());
-    p.set_ignore_eos(true);
+    p.stop_token_ids = {deps_.tokenizer.tokenizer->bos_id()};
+    p.ignore_eos = true;
   }
-  return p;
+  return rpc::ToProto(p);
 }
 
 http::HandlerResult GenerationApi::Handle(ApiEndpoint endpoint, const http::Request& http_request) {
@@ -163,10 +156,14 @@ http::HandlerResult GenerationApi::Handle(ApiEndpoint endpoint, const http::Requ
   setup.endpoint = path;
   auto job = std::make_shared<GenerationJob>(std::move(setup));
 
-  if (!request.stream) return job->RunToCompletion();
+  if (!request.stream) {
+    // The generation blocks on gRPC for its whole length: a runner thread waits, not the I/O one.
+    return http::DeferredResponse{[runner = deps_.runner, job](std::shared_ptr<http::Responder> r) {
+      runner->Spawn([job, r = std::move(r)]() mutable { job->RunToCompletion(std::move(r)); });
+    }};
+  }
   if (deps_.metrics != nullptr) deps_.metrics->CountRequest(path, 200);
   http::SseResponse sse;
-  sse.headers.emplace_back("Cache-Control", "no-cache");
   sse.on_open = [runner = deps_.runner, job](std::shared_ptr<http::SseWriter> writer) {
     runner->Spawn([job, writer = std::move(writer)]() mutable { job->RunStreaming(std::move(writer)); });
   };

@@ -81,7 +81,17 @@ bool GenerationJob::WriteEvent(const std::string& data) {
   return false;
 }
 
-http::Response GenerationJob::RunToCompletion() {
+std::function<void()> GenerationJob::CancelOnDisconnect() const {
+  std::weak_ptr<CallCanceller> weak = s_.canceller;
+  return [weak] {
+    if (auto canceller = weak.lock()) {
+      canceller->Cancel(absl::CancelledError("the client disconnected"));
+    }
+  };
+}
+
+void GenerationJob::RunToCompletion(std::shared_ptr<http::Responder> responder) {
+  responder->OnCancel(CancelOnDisconnect());
   absl::StatusOr<GenerationOutcome> outcome = Dispatch();
   http::Response response;
   if (!outcome.ok()) {
@@ -94,18 +104,13 @@ http::Response GenerationJob::RunToCompletion() {
                                 ClientUsage(*outcome)));
   }
   if (s_.metrics != nullptr) s_.metrics->CountRequest(s_.endpoint, response.status);
-  return response;
+  responder->Respond(std::move(response));
 }
 
 void GenerationJob::RunStreaming(std::shared_ptr<http::SseWriter> writer) {
   writer_ = std::move(writer);
   if (s_.metrics != nullptr) s_.metrics->active_streams->Increment();
-  std::weak_ptr<CallCanceller> weak = s_.canceller;
-  writer_->OnCancel([weak] {
-    if (auto canceller = weak.lock()) {
-      canceller->Cancel(absl::CancelledError("the client disconnected"));
-    }
-  });
+  writer_->OnCancel(CancelOnDisconnect());
   if (s_.response.endpoint == ApiEndpoint::kChatCompletions) {
     // Chat clients expect the assistant role before any content.
     sent_first_chunk_ = true;

@@ -12,6 +12,7 @@
 #include "openai_format.h"
 #include "router_metrics.h"
 #include "tandem/http/message.h"
+#include "tandem/http/router.h"
 #include "tandem/http/sse_writer.h"
 #include "text_stream.h"
 #include "worker_selector.h"
@@ -39,8 +40,9 @@ class GenerationJob final : public TokenSink {
  public:
   explicit GenerationJob(JobSetup setup);
 
-  // Non-streaming: blocks until the generation ends.
-  http::Response RunToCompletion();
+  // Non-streaming: blocks until the generation ends, then answers through `responder`. A client
+  // that disconnects meanwhile cancels the generation.
+  void RunToCompletion(std::shared_ptr<http::Responder> responder);
   // Streaming into `writer`: chunks, the final chunk, optional usage, [DONE]; or an error event.
   void RunStreaming(std::shared_ptr<http::SseWriter> writer);
 
@@ -50,6 +52,8 @@ class GenerationJob final : public TokenSink {
   absl::StatusOr<GenerationOutcome> Dispatch();
   v1::Usage ClientUsage(const GenerationOutcome& outcome) const;
   bool WriteEvent(const std::string& data);
+  // Runs `on_cancel` of a client connection (stream or deferred) as a cancellation of the calls.
+  std::function<void()> CancelOnDisconnect() const;
   void ObserveLatency(size_t tokens);
 
   JobSetup s_;

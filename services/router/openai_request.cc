@@ -212,23 +212,23 @@ std::optional<ApiError> ParseUnsupported(const FieldReader& f, ApiEndpoint endpo
 
 std::optional<ApiError> ParseSampling(const FieldReader& f, ApiEndpoint endpoint,
                                       OpenAiRequest* out) {
-  TANDEM_API_CHECK(f.Number("temperature", &out->temperature, 0.0, 2.0));
-  TANDEM_API_CHECK(f.Number("top_p", &out->top_p, 0.0, 1.0, /*lo_open=*/true));
-  TANDEM_API_CHECK(f.Number("min_p", &out->min_p, 0.0, 1.0));
-  TANDEM_API_CHECK(f.Number("presence_penalty", &out->presence_penalty, -2.0, 2.0));
-  TANDEM_API_CHECK(f.Number("frequency_penalty", &out->frequency_penalty, -2.0, 2.0));
-  TANDEM_API_CHECK(f.Number("repetition_penalty", &out->repetition_penalty, 0.0, 10.0,
+  TANDEM_API_CHECK(f.Number("temperature", &out->sampling.temperature, 0.0, 2.0));
+  TANDEM_API_CHECK(f.Number("top_p", &out->sampling.top_p, 0.0, 1.0, /*lo_open=*/true));
+  TANDEM_API_CHECK(f.Number("min_p", &out->sampling.min_p, 0.0, 1.0));
+  TANDEM_API_CHECK(f.Number("presence_penalty", &out->sampling.presence_penalty, -2.0, 2.0));
+  TANDEM_API_CHECK(f.Number("frequency_penalty", &out->sampling.frequency_penalty, -2.0, 2.0));
+  TANDEM_API_CHECK(f.Number("repetition_penalty", &out->sampling.repetition_penalty, 0.0, 10.0,
                             /*lo_open=*/true));
   std::int64_t top_k = 0;
   TANDEM_API_CHECK(f.Int("top_k", &top_k));
   if (top_k < -1 || top_k > std::numeric_limits<std::int32_t>::max()) {
     return ApiError::Invalid("'top_k' must be -1 or 0 (off) or a positive integer", "top_k");
   }
-  out->top_k = top_k < 0 ? 0 : static_cast<int>(top_k);
+  out->sampling.top_k = top_k < 0 ? 0 : static_cast<int>(top_k);
   bool has_seed = false;
   std::int64_t seed = 0;
   TANDEM_API_CHECK(f.Int("seed", &seed, &has_seed));
-  if (has_seed) out->seed = static_cast<std::uint64_t>(seed);
+  if (has_seed) out->sampling.seed = static_cast<std::uint64_t>(seed);
 
   for (const char* name : {"max_tokens", "max_completion_tokens"}) {
     if (endpoint == ApiEndpoint::kCompletions && std::string(name) != "max_tokens") continue;

@@ -8,6 +8,7 @@
 #include "absl/strings/string_view.h"
 #include "api_error.h"
 #include "chat_renderer.h"
+#include "tandem/engine/sampling.h"
 
 namespace tandem::router {
 
@@ -23,14 +24,9 @@ struct OpenAiRequest {
   std::vector<std::int32_t> prompt_ids;
   std::vector<ChatMessage> messages;  // chat
   std::optional<int> max_tokens;      // absent: 16 (completions) or the rest of the context (chat)
-  float temperature = 1.0f;
-  float top_p = 1.0f;
-  int top_k = 0;
-  float min_p = 0.0f;
-  float presence_penalty = 0.0f;
-  float frequency_penalty = 0.0f;
-  float repetition_penalty = 1.0f;
-  std::optional<std::uint64_t> seed;
+  // Temperature, top-k/p, min-p, penalties and seed; stop ids and max_tokens are set later, once
+  // the model's conventions and context are known.
+  engine::SamplingParams sampling;
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;

@@ -60,6 +60,22 @@ TEST_F(RouterTest, ClientDisconnectCancelsTheWorkers) {
   ExpectNothingInFlight();
 }
 
+TEST_F(RouterTest, NonStreamGenerationsHoldNoIoThreadAndStopWhenTheClientLeaves) {
+  StartRouter([](RouterConfig* c) { c->http_io_threads = 1; });
+  FakeWorker* w = AddWorker("w1", v1::WORKER_ROLE_COMBINED, {.tokens = Ids("abc"), .hang_after = 1});
+  auto client = RawClient::Connect(router_->http_port());
+  const std::string body = json{{"prompt", "x"}, {"max_tokens", 3}}.dump();
+  ASSERT_TRUE(client->Send(absl::StrCat("POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Length: ",
+                                        body.size(), "\r\n\r\n", body)));
+  ASSERT_TRUE(w->WaitForCall("Generate", milliseconds(5000)));
+  // The only I/O thread is free while the generation waits on the worker.
+  EXPECT_EQ(Request("GET", "/health", "", milliseconds(2000)).status, 200);
+  EXPECT_EQ(Metric("tandem_router_active_requests"), 1.0);
+  client->Close();
+  EXPECT_TRUE(w->WaitForCall("Cancel", milliseconds(5000)));
+  ExpectNothingInFlight();
+}
+
 TEST_F(RouterTest, WorkerOverloadAnswers429WithRetryAfter) {
   StartRouter();
   AddWorker("w1", v1::WORKER_ROLE_COMBINED, {.generate_status = grpc::StatusCode::RESOURCE_EXHAUSTED});
