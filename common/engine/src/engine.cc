@@ -71,12 +71,12 @@ Engine::Engine(model::Model* model, const EngineConfig& config,
 
 Engine::~Engine() = default;
 
-absl::Status Engine::AddRequest(const std::string& request_id,
-                                std::span<const std::int32_t> prompt,
-                                const SamplingParams& params) {
+absl::Status Engine::ValidateRequest(const std::string& request_id,
+                                     std::span<const std::int32_t> prompt,
+                                     const SamplingParams& params) const {
   const model::ModelConfig& mc = model_->config();
   if (request_id.empty()) return absl::InvalidArgumentError("request id is empty");
-  if (sequences_.contains(request_id)) {
+  if (sequences_.contains(request_id) || held_kv_.contains(request_id)) {
     return absl::AlreadyExistsError(absl::StrCat("request ", request_id, " is already in flight"));
   }
   if (prompt.empty()) {
@@ -108,16 +108,102 @@ absl::Status Engine::AddRequest(const std::string& request_id,
         "request ", request_id, ": needs KV for ", kv_tokens, " tokens but the whole pool holds ",
         pool_tokens));
   }
+  return absl::OkStatus();
+}
 
+std::unique_ptr<Engine::Sequence> Engine::NewSequence(const std::string& request_id,
+                                                      std::span<const std::int32_t> prompt,
+                                                      const SamplingParams& params) const {
   auto seq = std::make_unique<Sequence>();
   seq->id = request_id;
   seq->tokens.assign(prompt.begin(), prompt.end());
-  seq->tokens.reserve(total);
+  seq->tokens.reserve(prompt.size() + params.max_tokens);
   seq->prompt_len = static_cast<int>(prompt.size());
   seq->params = params;
   seq->seed = params.seed.has_value() ? *params.seed : SeedFromRequestId(request_id);
+  return seq;
+}
+
+absl::Status Engine::AddRequest(const std::string& request_id,
+                                std::span<const std::int32_t> prompt,
+                                const SamplingParams& params) {
+  return AddRequest(request_id, prompt, params, RequestOptions{});
+}
+
+absl::Status Engine::AddRequest(const std::string& request_id,
+                                std::span<const std::int32_t> prompt, const SamplingParams& params,
+                                const RequestOptions& options) {
+  TANDEM_RETURN_IF_ERROR(ValidateRequest(request_id, prompt, params));
+  std::unique_ptr<Sequence> seq = NewSequence(request_id, prompt, params);
+  seq->hold_kv = options.hold_kv;
   waiting_.push_back(seq.get());
   sequences_.emplace(request_id, std::move(seq));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::int32_t>> Engine::HeldKvBlocks(
+    const std::string& request_id) const {
+  auto it = held_kv_.find(request_id);
+  if (it == held_kv_.end()) {
+    return absl::NotFoundError(absl::StrCat("request ", request_id, " holds no KV"));
+  }
+  return it->second.blocks;
+}
+
+absl::Status Engine::ReleaseHeldKv(const std::string& request_id) {
+  auto it = held_kv_.find(request_id);
+  if (it == held_kv_.end()) {
+    return absl::NotFoundError(absl::StrCat("request ", request_id, " holds no KV"));
+  }
+  blocks_->Release(&it->second);
+  held_kv_.erase(it);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::int32_t>> Engine::ReserveBlocks(int num_tokens) {
+  if (num_tokens <= 0) return absl::InvalidArgumentError("num_tokens must be positive");
+  BlockTable table;
+  if (absl::Status st = blocks_->EnsureCapacity(&table, num_tokens); !st.ok()) {
+    return absl::ResourceExhaustedError(absl::StrCat("no room for ", num_tokens,
+                                                     " tokens of KV: ", st.message()));
+  }
+  return std::move(table.blocks);
+}
+
+void Engine::ReleaseBlocks(std::span<const std::int32_t> blocks) {
+  BlockTable table;
+  table.blocks.assign(blocks.begin(), blocks.end());
+  blocks_->Release(&table);
+}
+
+absl::Status Engine::AddPrefilledRequest(const std::string& request_id,
+                                         std::span<const std::int32_t> prompt,
+                                         std::int32_t first_token, const SamplingParams& params,
+                                         std::span<const std::int32_t> blocks) {
+  TANDEM_RETURN_IF_ERROR(ValidateRequest(request_id, prompt, params));
+  if (first_token < 0 || first_token >= model_->config().vocab_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request ", request_id, ": first token ", first_token, " is out of range"));
+  }
+  if (static_cast<int>(blocks.size()) != blocks_->BlocksFor(static_cast<int>(prompt.size()))) {
+    return absl::InvalidArgumentError(absl::StrCat("request ", request_id, ": ", blocks.size(),
+                                                   " blocks cannot hold exactly a prompt of ",
+                                                   prompt.size(), " tokens"));
+  }
+  std::unique_ptr<Sequence> seq = NewSequence(request_id, prompt, params);
+  seq->table.blocks.assign(blocks.begin(), blocks.end());
+  seq->num_computed = seq->prompt_len;
+  seq->admitted_before = true;
+  seq->running = true;
+  Sequence* raw = seq.get();
+  sequences_.emplace(request_id, std::move(seq));
+  running_.push_back(raw);
+  // The first token goes through the same stop rules as any sampled token, but its report
+  // already reached the client through the prefill worker.
+  StepOutput first = MakeOutput(*raw);
+  raw->tokens.push_back(first_token);
+  FinishIfDone(raw, first_token, &first);
+  if (first.finished) Finish(raw, first.finish_reason, "", &pending_outputs_);
   return absl::OkStatus();
 }
 
@@ -148,8 +234,15 @@ void Engine::Finish(Sequence* seq, FinishReason reason, std::string error,
   Retire(seq);
 }
 
-void Engine::Retire(Sequence* seq) {
-  blocks_->Release(&seq->table);
+void Engine::Retire(Sequence* seq, bool completed) {
+  // Only a request that completed keeps its KV for a handoff; a cancelled or failed one has
+  // nobody to hand it to.
+  if (completed && seq->hold_kv) {
+    held_kv_.emplace(seq->id, std::move(seq->table));
+    seq->table = BlockTable{};
+  } else {
+    blocks_->Release(&seq->table);
+  }
   if (seq->running) {
     running_.erase(std::find(running_.begin(), running_.end(), seq));
   } else {
@@ -165,6 +258,10 @@ void Engine::Sample(Sequence* seq, std::span<float> logits, StepOutput* out) {
                                          history, logits);
   seq->tokens.push_back(token);
   out->new_tokens.push_back(token);
+  FinishIfDone(seq, token, out);
+}
+
+void Engine::FinishIfDone(Sequence* seq, std::int32_t token, StepOutput* out) const {
   const SamplingParams& p = seq->params;
   const bool stop = std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) !=
                         p.stop_token_ids.end() ||
@@ -225,7 +322,7 @@ absl::StatusOr<std::vector<StepOutput>> Engine::Step() {
     Sample(seq, std::span<float>(logits).subspan(row * vocab, vocab), &out);
     ++row;
     outputs.push_back(std::move(out));
-    if (outputs.back().finished) Retire(seq);
+    if (outputs.back().finished) Retire(seq, /*completed=*/true);
   }
   return outputs;
 }

@@ -24,6 +24,7 @@ struct Engine::Sequence {
   bool running = false;
   BlockTable table;
   SamplingParams params;
+  bool hold_kv = false;  // keep the blocks after finishing (prefill of a disaggregated request)
   std::uint64_t seed = 0;
 
   int num_remaining() const { return static_cast<int>(tokens.size()) - num_computed; }

@@ -44,12 +44,19 @@ absl::Status EngineLoop::RunOnLoop(std::function<absl::Status(engine::Engine&)> 
 
 absl::Status EngineLoop::Submit(const std::string& request_id, std::vector<std::int32_t> prompt,
                                 const engine::SamplingParams& params, UpdateSink sink) {
+  return SubmitWith(request_id, std::move(sink), [&](engine::Engine& engine) {
+    return engine.AddRequest(request_id, prompt, params);
+  });
+}
+
+absl::Status EngineLoop::SubmitWith(const std::string& request_id, UpdateSink sink,
+                                    std::function<absl::Status(engine::Engine&)> add) {
   return RunOnLoop([&](engine::Engine& engine) -> absl::Status {
     if (static_cast<int>(active_.size()) >= options_.max_in_flight) {
       return absl::ResourceExhaustedError(
           absl::StrCat("engine queue is full (", options_.max_in_flight, " requests in flight)"));
     }
-    absl::Status st = engine.AddRequest(request_id, prompt, params);
+    absl::Status st = add(engine);
     if (!st.ok()) return st;
     active_[request_id] = Active{std::move(sink), 0};
     return absl::OkStatus();

@@ -78,6 +78,34 @@ class Engine {
   absl::Status AddRequest(const std::string& request_id, std::span<const std::int32_t> prompt,
                           const SamplingParams& params);
 
+  // As AddRequest; with hold_kv the request's blocks are kept after it finishes (instead of
+  // being released) until ReleaseHeldKv, so a prefill worker can ship the prompt's KV to a decode
+  // worker after sampling the first token.
+  struct RequestOptions {
+    bool hold_kv = false;
+  };
+  absl::Status AddRequest(const std::string& request_id, std::span<const std::int32_t> prompt,
+                          const SamplingParams& params, const RequestOptions& options);
+
+  // Blocks of a finished hold_kv request, in position order (they hold its prompt's KV).
+  absl::StatusOr<std::vector<std::int32_t>> HeldKvBlocks(const std::string& request_id) const;
+  // Releases them (shared prefix blocks stay cached). NotFound for an unknown id.
+  absl::Status ReleaseHeldKv(const std::string& request_id);
+
+  // Disaggregated decode. ReserveBlocks takes enough free blocks for `num_tokens` out of the
+  // pool (ResourceExhausted when it cannot, taking nothing); the caller owns them until it passes
+  // them to AddPrefilledRequest or gives them back with ReleaseBlocks.
+  absl::StatusOr<std::vector<std::int32_t>> ReserveBlocks(int num_tokens);
+  void ReleaseBlocks(std::span<const std::int32_t> blocks);
+  // Adds a request whose prompt KV is already in `blocks` (written by a prefill worker) and whose
+  // first token was sampled there. It starts decoding at once; `first_token` counts towards
+  // max_tokens and stop conditions but is not reported again. Takes ownership of `blocks` on
+  // success only.
+  absl::Status AddPrefilledRequest(const std::string& request_id,
+                                   std::span<const std::int32_t> prompt, std::int32_t first_token,
+                                   const SamplingParams& params,
+                                   std::span<const std::int32_t> blocks);
+
   // Stops a request and frees its blocks; the next Step() reports it finished (kCancelled).
   absl::Status Cancel(const std::string& request_id);
 
@@ -111,14 +139,24 @@ class Engine {
   int BlocksReservedForNextStep(const std::vector<ScheduledChunk>& batch) const;
   void Finish(Sequence* seq, FinishReason reason, std::string error,
               std::vector<StepOutput>* outputs);
-  void Retire(Sequence* seq);  // frees its blocks and forgets it
+  // Frees its blocks (or, for a completed hold_kv request, keeps them) and forgets it.
+  void Retire(Sequence* seq, bool completed = false);
   StepOutput MakeOutput(const Sequence& seq) const;
   void Sample(Sequence* seq, std::span<float> logits, StepOutput* out);
+  // Sets out's finish reason when `token` (just appended) ends the request.
+  void FinishIfDone(Sequence* seq, std::int32_t token, StepOutput* out) const;
 
   model::Model* model_;
   EngineConfig config_;
   std::unique_ptr<BlockManager> blocks_;
+  absl::Status ValidateRequest(const std::string& request_id, std::span<const std::int32_t> prompt,
+                               const SamplingParams& params) const;
+  std::unique_ptr<Sequence> NewSequence(const std::string& request_id,
+                                        std::span<const std::int32_t> prompt,
+                                        const SamplingParams& params) const;
+
   absl::flat_hash_map<std::string, std::unique_ptr<Sequence>> sequences_;
+  absl::flat_hash_map<std::string, BlockTable> held_kv_;  // finished hold_kv requests
   std::deque<Sequence*> waiting_;   // FCFS; preempted sequences go back to the front
   std::vector<Sequence*> running_;  // admission order
   std::vector<StepOutput> pending_outputs_;  // cancellations reported by the next Step()

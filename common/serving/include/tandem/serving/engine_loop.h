@@ -58,6 +58,10 @@ class EngineLoop {
   // rejected request leaves nothing behind.
   absl::Status Submit(const std::string& request_id, std::vector<std::int32_t> prompt,
                       const engine::SamplingParams& params, UpdateSink sink);
+  // As Submit, for requests that enter the engine another way (e.g. with KV handed off by a
+  // prefill worker): `add` runs on the loop thread and must add `request_id` to the engine.
+  absl::Status SubmitWith(const std::string& request_id, UpdateSink sink,
+                          std::function<absl::Status(engine::Engine&)> add);
   // Idempotent; unknown ids are ignored (the request may have just finished).
   void Cancel(const std::string& request_id);
 
