@@ -142,18 +142,19 @@ absl::StatusOr<GenerationOutcome> Dispatcher::StreamGenerate(const WorkerEntry& 
   grpc::ClientContext ctx;
   ctx.set_deadline(request.deadline);
   CallCanceller::Scope scope(canceller, &ctx);
-  const bool stopped_before = state->stopped_by_sink;
-  if (stopped_before) ctx.TryCancel();  // the first token already ended it; just free the KV
   auto reader = worker.stub().Generate(&ctx, call);
   v1::GenerateResponse message;
   GenerationOutcome outcome;
   std::string worker_error;
   bool finished = false;
   while (reader->Read(&message)) {
-    if (message.token_ids_size() > 0 && !state->stopped_by_sink) {
-      if (!state->Deliver({message.token_ids().data(),
+    if (message.token_ids_size() > 0) {
+      // Once the output has ended (a stop sequence, possibly in the prefill's first token), the
+      // worker is told to stop; it sees the cancellation and frees the request.
+      if (state->stopped_by_sink ||
+          !state->Deliver({message.token_ids().data(),
                            static_cast<size_t>(message.token_ids_size())})) {
-        ctx.TryCancel();  // the worker sees the cancellation and frees the request
+        ctx.TryCancel();
       }
     }
     if (message.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
@@ -168,7 +169,9 @@ absl::StatusOr<GenerationOutcome> Dispatcher::StreamGenerate(const WorkerEntry& 
     GenerationOutcome stopped;
     stopped.finish_reason = v1::FINISH_REASON_STOP;
     stopped.usage.set_prompt_tokens(static_cast<std::uint32_t>(request.prompt_ids.size()));
-    stopped.usage.set_completion_tokens(state->tokens_seen);
+    // The worker's count when it finished on its own (a stop token); else what reached us.
+    stopped.usage.set_completion_tokens(finished ? outcome.usage.completion_tokens()
+                                                 : state->tokens_seen);
     if (finished) stopped.usage.set_cached_prompt_tokens(outcome.usage.cached_prompt_tokens());
     return stopped;
   }

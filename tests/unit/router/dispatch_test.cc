@@ -54,6 +54,20 @@ TEST_F(RouterTest, DecodeRunsEvenWhenTheFirstTokenEndsTheRequest) {
   EXPECT_EQ(CallNames(*d), (std::vector<std::string>{"ReserveKv", "Generate"}));
 }
 
+TEST_F(RouterTest, DecodeRunsEvenWhenTheFirstTokenIsAStopToken) {
+  StartRouter(nullptr, nullptr, /*llama2c=*/true);
+  AddWorker("p1", v1::WORKER_ROLE_PREFILL, {.first_token = 1});  // BOS: nothing to tell
+  FakeWorker* d = AddWorker("d1", v1::WORKER_ROLE_DECODE, {.tokens = Ids("never")});
+  RawResponse r = Post("/v1/completions", {{"prompt", "x"}, {"max_tokens", 8}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json body = json::parse(r.body);
+  EXPECT_EQ(body["choices"][0]["text"], "");
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(body["usage"]["completion_tokens"], 1);
+  EXPECT_EQ(CallNames(*d), (std::vector<std::string>{"ReserveKv", "Generate"}));
+  EXPECT_EQ(d->last_generate().first_token_id(), 1);
+}
+
 TEST_F(RouterTest, APrefillDecodePairIsPreferredOverACombinedWorker) {
   StartRouter();
   FakeWorker* c = AddWorker("c1", v1::WORKER_ROLE_COMBINED, {.tokens = Ids("cc")});

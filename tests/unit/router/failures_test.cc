@@ -34,6 +34,23 @@ TEST_F(RouterTest, WorkerDyingMidStreamEndsTheStreamWithAnErrorAndMarksItDown) {
   ExpectNothingInFlight();
 }
 
+TEST_F(RouterTest, SilentWorkerMidStreamIsCutOffWhenItsLeaseExpires) {
+  std::atomic<std::int64_t> now_ms{1000000};
+  StartRouter([](RouterConfig* c) { c->worker_lease_ms = 3000; },
+              [&now_ms] { return std::chrono::steady_clock::time_point(milliseconds(now_ms.load())); });
+  FakeWorker* w = AddWorker("w1", v1::WORKER_ROLE_COMBINED, {.tokens = Ids("abc"), .hang_after = 1});
+  RawResponse head;
+  auto client = OpenStream("/v1/completions", {{"prompt", "x"}, {"max_tokens", 3}, {"stream", true}}, &head);
+  ASSERT_TRUE(client->ReadEvent(milliseconds(5000)).has_value());
+  ASSERT_TRUE(w->WaitForCall("Generate", milliseconds(5000)));
+  now_ms += 3001;  // the worker hangs without closing its connection, and stops heartbeating
+  auto event = client->ReadEvent(milliseconds(5000));
+  ASSERT_TRUE(event.has_value());
+  EXPECT_TRUE(json::parse(event->substr(6)).contains("error")) << *event;
+  EXPECT_FALSE(router_->registry().IsUp("w1"));
+  ExpectNothingInFlight();
+}
+
 TEST_F(RouterTest, UnavailableWorkerAnswers503AndIsMarkedDown) {
   StartRouter();
   AddWorker("w1", v1::WORKER_ROLE_COMBINED, {.generate_status = grpc::StatusCode::UNAVAILABLE});
