@@ -86,16 +86,32 @@ TEST(DeferredTest, AnsweredFromAnotherThreadWithoutHoldingTheIoThread) {
   EXPECT_EQ(again->body, "fine");
 }
 
+// A /slow request left pending on `server`: its client and responder, and a notification of its
+// cancellation.
+struct Pending {
+  std::unique_ptr<RawClient> client;
+  std::shared_ptr<Responder> responder;
+  std::shared_ptr<absl::Notification> cancelled = std::make_shared<absl::Notification>();
+};
+
+Pending StartPending(Server* server, ResponderBox* box) {
+  Pending p;
+  p.client = RawClient::Connect(server->port());
+  EXPECT_TRUE(p.client->Send(kSlowRequest));
+  p.responder = box->Take();
+  EXPECT_NE(p.responder, nullptr);
+  if (p.responder) p.responder->OnCancel([n = p.cancelled] { n->Notify(); });
+  return p;
+}
+
 TEST(DeferredTest, ClientDisconnectCancelsTheResponder) {
   ResponderBox box;
   auto server = StartDeferring(&box);
-  auto client = RawClient::Connect(server->port());
-  ASSERT_TRUE(client->Send(kSlowRequest));
-  auto responder = box.Take();
-  ASSERT_NE(responder, nullptr);
-  absl::Notification cancelled;
-  responder->OnCancel([&] { cancelled.Notify(); });
-  client->Close();
+  Pending p = StartPending(server.get(), &box);
+  ASSERT_NE(p.responder, nullptr);
+  auto& responder = p.responder;
+  auto& cancelled = *p.cancelled;
+  p.client->Close();
   EXPECT_TRUE(cancelled.WaitForNotificationWithTimeout(absl::Seconds(5)));
   EXPECT_TRUE(responder->cancelled());
   responder->Respond(Response::Text(200, "too late"));  // harmless
@@ -123,15 +139,11 @@ TEST(DeferredTest, DroppedResponderAnswers500) {
 TEST(DeferredTest, ShutdownCancelsAPendingResponder) {
   ResponderBox box;
   auto server = StartDeferring(&box);
-  auto client = RawClient::Connect(server->port());
-  ASSERT_TRUE(client->Send(kSlowRequest));
-  auto responder = box.Take();
-  ASSERT_NE(responder, nullptr);
-  absl::Notification cancelled;
-  responder->OnCancel([&] { cancelled.Notify(); });
+  Pending p = StartPending(server.get(), &box);
+  ASSERT_NE(p.responder, nullptr);
   server->Shutdown(absl::Milliseconds(100));
-  EXPECT_TRUE(cancelled.HasBeenNotified());
-  EXPECT_TRUE(client->WaitForClose(milliseconds(2000)));
+  EXPECT_TRUE(p.cancelled->HasBeenNotified());
+  EXPECT_TRUE(p.client->WaitForClose(milliseconds(2000)));
 }
 
 }  // namespace
