@@ -168,6 +168,38 @@ inline float HorizontalSum(F32x16 a) {
 #endif
 }
 
+// HorizontalSum of 16 accumulators at once: per accumulator the very same additions (lane i + i+8,
+// +4, +2, +1; IEEE addition is commutative), but each level adds lanes of several accumulators
+// in one instruction after a shuffle, instead of four dependent levels per accumulator.
+inline void HorizontalSum16(const F32x16* acc, float* out) {
+#if defined(__AVX512F__)
+  __m512 quarter[4];  // quarter[q] 128-bit lane k: s4 of accumulator 4q + k
+  for (int q = 0; q < 4; ++q) {
+    __m512 pair[2];  // s8 of two accumulators: lanes 0-7 and 8-15
+    for (int h = 0; h < 2; ++h) {
+      const __m512 a = acc[4 * q + 2 * h].v, b = acc[4 * q + 2 * h + 1].v;
+      pair[h] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
+    }
+    quarter[q] = _mm512_add_ps(_mm512_shuffle_f32x4(pair[0], pair[1], 0x88),
+                               _mm512_shuffle_f32x4(pair[0], pair[1], 0xDD));
+  }
+  __m512 s2[2];  // 128-bit lane k: s2 of accumulators k, 4 + k (s2[0]) or 8 + k, 12 + k (s2[1])
+  for (int h = 0; h < 2; ++h) {
+    const __m512 p = quarter[2 * h], q = quarter[2 * h + 1];
+    s2[h] = _mm512_add_ps(_mm512_shuffle_ps(p, q, _MM_SHUFFLE(1, 0, 1, 0)),
+                          _mm512_shuffle_ps(p, q, _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  // 128-bit lane k, element m: the sum of accumulator 4m + k.
+  const __m512 s1 = _mm512_add_ps(_mm512_shuffle_ps(s2[0], s2[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                  _mm512_shuffle_ps(s2[0], s2[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, s1);
+  for (int i = 0; i < 16; ++i) out[i] = lanes[4 * (i % 4) + i / 4];
+#else
+  for (int i = 0; i < 16; ++i) out[i] = HorizontalSum(acc[i]);
+#endif
+}
+
 inline float ToF32(float v) { return v; }
 inline float ToF32(std::uint16_t v) {
   const std::uint32_t u = static_cast<std::uint32_t>(v) << 16;

@@ -7,6 +7,11 @@
 #include <cstdint>
 #include <cstring>
 
+// These are inline helpers, never an ABI boundary; GCC warns about passing 64-byte vectors by
+// value when the build lacks AVX-512.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 namespace tandem::kernels::cpu {
 
 typedef float V16f __attribute__((vector_size(64)));
@@ -90,3 +95,5 @@ inline float ExpAndSum(float* scores, int n) {
 }
 
 }  // namespace tandem::kernels::cpu
+
+#pragma GCC diagnostic pop

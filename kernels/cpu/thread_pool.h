@@ -22,7 +22,7 @@ class ThreadPool {
 
   // Calls fn(task, worker) for every task in [0, num_tasks), worker in [0, size()) naming the
   // thread (for per-thread scratch). Returns when all tasks are done. Concurrent callers are
-  // serialised.
+  // serialised; a task must not call Run on its own pool (it would wait on itself).
   template <typename Fn>
   void Run(int num_tasks, Fn&& fn) {
     if (num_tasks <= 0) return;
