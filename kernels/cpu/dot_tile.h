@@ -43,11 +43,9 @@ inline void DotTile(const float* x, std::int64_t x_stride, const W* const* w, st
       for (int o = 0; o < O; ++o) acc[r][o] = Fma(xv, wv[o], acc[r][o]);
     }
   }
-  if constexpr (R * O >= 8 && R * O <= 16) {  // 16 at once (zero-padded): same sums, fewer ops
-    F32x16 all[16];
-    for (int i = 0; i < 16; ++i) all[i] = i < R * O ? acc[i / O][i % O] : Zero();
-    float sums[16];
-    HorizontalSum16(all, sums);
+  if constexpr (R * O >= 8 && R * O <= 16) {  // all at once: the same sums, fewer instructions
+    float sums[R * O];
+    HorizontalSums<R * O>(reinterpret_cast<const F32x16(&)[R * O]>(acc), sums);
     for (int r = 0; r < R; ++r) {
       for (int o = 0; o < O; ++o) out[r * out_stride + o] = sums[r * O + o];
     }

@@ -168,35 +168,47 @@ inline float HorizontalSum(F32x16 a) {
 #endif
 }
 
-// HorizontalSum of 16 accumulators at once: per accumulator the very same additions (lane i + i+8,
-// +4, +2, +1; IEEE addition is commutative), but each level adds lanes of several accumulators
-// in one instruction after a shuffle, instead of four dependent levels per accumulator.
-inline void HorizontalSum16(const F32x16* acc, float* out) {
+// HorizontalSum of N <= 16 accumulators at once (missing ones count as zero): per accumulator the
+// very same additions (lane i + i+8, +4, +2, +1; IEEE addition is commutative), but each level
+// adds lanes of several accumulators in one instruction after a shuffle. out[i] = sum of acc[i].
+template <int N>
+__attribute__((always_inline)) inline void HorizontalSums(const F32x16 (&acc)[N], float* out) {
+  static_assert(N >= 1 && N <= 16);
 #if defined(__AVX512F__)
-  __m512 quarter[4];  // quarter[q] 128-bit lane k: s4 of accumulator 4q + k
+  // Slot j feeds accumulator Slot(j) so that the shuffles below leave sum i in lane i.
+  auto slot = [&](int j) {
+    const int i = 4 * (j % 4) + j / 4;
+    return i < N ? acc[i].v : _mm512_setzero_ps();
+  };
+  __m512 quarter[4];  // quarter[q], 128-bit lane k: s4 of slot 4q + k
+#pragma GCC unroll 4
   for (int q = 0; q < 4; ++q) {
-    __m512 pair[2];  // s8 of two accumulators: lanes 0-7 and 8-15
+    __m512 pair[2];  // s8 of two slots: lanes 0-7 and 8-15
+#pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
-      const __m512 a = acc[4 * q + 2 * h].v, b = acc[4 * q + 2 * h + 1].v;
+      const __m512 a = slot(4 * q + 2 * h), b = slot(4 * q + 2 * h + 1);
       pair[h] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
     }
     quarter[q] = _mm512_add_ps(_mm512_shuffle_f32x4(pair[0], pair[1], 0x88),
                                _mm512_shuffle_f32x4(pair[0], pair[1], 0xDD));
   }
-  __m512 s2[2];  // 128-bit lane k: s2 of accumulators k, 4 + k (s2[0]) or 8 + k, 12 + k (s2[1])
+  __m512 s2[2];  // 128-bit lane k: s2 of slots k, 4 + k (s2[0]) or 8 + k, 12 + k (s2[1])
+#pragma GCC unroll 2
   for (int h = 0; h < 2; ++h) {
     const __m512 p = quarter[2 * h], q = quarter[2 * h + 1];
     s2[h] = _mm512_add_ps(_mm512_shuffle_ps(p, q, _MM_SHUFFLE(1, 0, 1, 0)),
                           _mm512_shuffle_ps(p, q, _MM_SHUFFLE(3, 2, 3, 2)));
   }
-  // 128-bit lane k, element m: the sum of accumulator 4m + k.
+  // 128-bit lane k, element m: the sum of slot 4m + k, i.e. of accumulator 4k + m.
   const __m512 s1 = _mm512_add_ps(_mm512_shuffle_ps(s2[0], s2[1], _MM_SHUFFLE(2, 0, 2, 0)),
                                   _mm512_shuffle_ps(s2[0], s2[1], _MM_SHUFFLE(3, 1, 3, 1)));
-  alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, s1);
-  for (int i = 0; i < 16; ++i) out[i] = lanes[4 * (i % 4) + i / 4];
+  if constexpr (N == 16) {
+    _mm512_storeu_ps(out, s1);
+  } else {
+    _mm512_mask_storeu_ps(out, static_cast<__mmask16>((1u << N) - 1), s1);
+  }
 #else
-  for (int i = 0; i < 16; ++i) out[i] = HorizontalSum(acc[i]);
+  for (int i = 0; i < N; ++i) out[i] = HorizontalSum(acc[i]);
 #endif
 }
 

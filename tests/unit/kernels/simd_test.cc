@@ -18,7 +18,7 @@
 namespace tandem::kernels::cpu {
 namespace {
 
-TEST(Simd, HorizontalSum16IsBitEqualToOneAtATime) {
+TEST(Simd, HorizontalSumsAreBitEqualToOneAtATime) {
   std::mt19937 rng(8);
   // Wide dynamic range, so that any change in the order of additions changes the rounding.
   std::uniform_real_distribution<float> mantissa(-1.0f, 1.0f);
@@ -29,7 +29,10 @@ TEST(Simd, HorizontalSum16IsBitEqualToOneAtATime) {
     F32x16 acc[16];
     for (int i = 0; i < 16; ++i) acc[i] = Load(lanes.data() + i * kLanes);
     float together[16];
-    HorizontalSum16(acc, together);
+    HorizontalSums<16>(acc, together);
+    float twelve[12];
+    HorizontalSums<12>(reinterpret_cast<const F32x16(&)[12]>(acc), twelve);
+    for (int i = 0; i < 12; ++i) ASSERT_EQ(std::memcmp(&twelve[i], &together[i], sizeof(float)), 0);
     for (int i = 0; i < 16; ++i) {
       const float alone = HorizontalSum(acc[i]);
       ASSERT_EQ(std::memcmp(&alone, &together[i], sizeof(float)), 0) << "accumulator " << i;
