@@ -13,11 +13,16 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
+#include "absl/strings/numbers.h"
 #include "tandem/engine/engine.h"
+#include "tandem/http/server.h"
+#include "tandem/transport/ucx_agent.h"
 #include "tandem/kernels/backend.h"
 #include "tandem/model/loader.h"
 #include "tandem/serving/engine_loop.h"
+#include "kv_handoff.h"
 #include "router_link.h"
+#include "worker_metrics.h"
 #include "worker_config.h"
 #include "worker_service.h"
 
@@ -41,6 +46,17 @@ std::uint64_t NewIncarnation() {
 int Fail(const std::string& message) {
   std::cerr << "error: " << message << "\n";
   return 1;
+}
+
+// "host:port" -> (host, port); port 0 is allowed (ephemeral).
+absl::StatusOr<std::pair<std::string, std::uint16_t>> SplitHostPort(const std::string& address) {
+  const auto colon = address.rfind(':');
+  std::uint32_t port = 0;
+  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
+      port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("'", address, "' is not host:port"));
+  }
+  return std::make_pair(address.substr(0, colon), static_cast<std::uint16_t>(port));
 }
 
 }  // namespace
@@ -87,7 +103,35 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
   if (!engine.ok()) return Fail(absl::StrCat("engine: ", engine.status().message()));
   serving::EngineLoop loop(std::move(*engine), serving::EngineLoopOptions{cfg.max_in_flight});
 
-  WorkerService service(cfg, &loop);
+  // Only disaggregated roles move KV, so only they pay for a UCX context.
+  std::unique_ptr<transport::TransferAgent> agent;
+  std::unique_ptr<KvReceiver> receiver;
+  std::unique_ptr<KvSender> sender;
+  if (role == v1::WORKER_ROLE_PREFILL || role == v1::WORKER_ROLE_DECODE) {
+    auto created = transport::CreateUcxAgent({cfg.ucx_transports});
+    if (!created.ok()) return Fail(absl::StrCat("UCX: ", created.status().message()));
+    agent = std::move(*created);
+  }
+  if (cfg.worker_id.empty()) {
+    // Final id needs the bound port; a provisional one keeps handoff ids unique meanwhile.
+    cfg.worker_id = absl::StrCat(RoleName(role), "-", NewIncarnation() % 100000);
+  }
+  if (role == v1::WORKER_ROLE_DECODE) {
+    auto created = KvReceiver::Create(&loop, agent.get(), cfg.worker_id);
+    if (!created.ok()) return Fail(absl::StrCat("KV receiver: ", created.status().message()));
+    receiver = std::move(*created);
+  }
+  if (role == v1::WORKER_ROLE_PREFILL) {
+    model::KvStorage storage;
+    loop.RunOnLoop([&](engine::Engine& e) {
+          storage = e.block_manager().storage();
+          return absl::OkStatus();
+        })
+        .IgnoreError();
+    sender = std::make_unique<KvSender>(agent.get(), storage);
+  }
+
+  WorkerService service(cfg, &loop, receiver.get(), sender.get());
   grpc::ServerBuilder builder;
   int bound_port = 0;
   builder.AddListeningPort(cfg.listen, grpc::InsecureServerCredentials(), &bound_port);
@@ -96,10 +140,39 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
   if (server == nullptr || bound_port == 0) return Fail(absl::StrCat("cannot listen on ", cfg.listen));
 
   const std::string endpoint = absl::StrCat(cfg.advertise_host, ":", bound_port);
-  if (cfg.worker_id.empty()) cfg.worker_id = absl::StrCat(RoleName(role), "@", endpoint);
+
+  auto worker_metrics = WorkerMetrics::Create(RoleName(role), cfg.worker_id);
+  if (!worker_metrics.ok()) return Fail(std::string(worker_metrics.status().message()));
+  std::unique_ptr<http::Server> metrics_server;
+  if (!cfg.metrics_listen.empty()) {
+    auto hp = SplitHostPort(cfg.metrics_listen);
+    if (!hp.ok()) return Fail(std::string(hp.status().message()));
+    http::ServerConfig hcfg;
+    hcfg.host = hp->first;
+    hcfg.port = hp->second;
+    hcfg.io_threads = 1;
+    http::Router routes;
+    routes
+        .Handle("GET", "/metrics",
+                [&](const http::Request&) -> http::HandlerResult {
+                  http::Response r = http::Response::Text(
+                      200, (*worker_metrics)->Scrape(loop, service, receiver.get()));
+                  r.content_type = std::string(metrics::Registry::kContentType);
+                  return r;
+                })
+        .IgnoreError();
+    routes.Handle("GET", "/health", [](const http::Request&) -> http::HandlerResult {
+            return http::Response::Text(200, "ok\n");
+          })
+        .IgnoreError();
+    auto started = http::Server::Start(hcfg, std::move(routes));
+    if (!started.ok()) return Fail(absl::StrCat("metrics server: ", started.status().message()));
+    metrics_server = std::move(*started);
+  }
   if (!cfg.port_file.empty()) {
     const std::string tmp = cfg.port_file + ".tmp";
-    std::ofstream(tmp) << bound_port << "\n";
+    std::ofstream(tmp) << bound_port << " " << (metrics_server ? metrics_server->port() : 0)
+                       << "\n";
     std::filesystem::rename(tmp, cfg.port_file);  // atomic: readers never see a partial file
   }
   std::cerr << RoleName(role) << " " << cfg.worker_id << " serving " << (*model)->config().name
@@ -127,6 +200,7 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
   link.reset();
   // In-flight streams get a short grace period, then are cancelled.
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  if (metrics_server) metrics_server->Shutdown(absl::Seconds(1));
   return 0;
 }
 

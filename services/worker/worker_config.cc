@@ -14,8 +14,11 @@ void BindWorkerFlags(config::FlagSet* f, WorkerConfig* c) {
             "TANDEM_ROUTER");
   f->String("worker-id", &c->worker_id, "stable worker id (default: role@host:port)",
             "TANDEM_WORKER_ID");
-  f->String("port-file", &c->port_file, "write the bound gRPC port to this file",
-            "TANDEM_PORT_FILE");
+  f->String("metrics-listen", &c->metrics_listen,
+            "HTTP address for /metrics and /health (port 0: ephemeral; empty: off)",
+            "TANDEM_METRICS_LISTEN");
+  f->String("port-file", &c->port_file,
+            "write \"GRPC_PORT METRICS_PORT\" to this file once serving", "TANDEM_PORT_FILE");
   f->Int("threads", &c->threads, "compute threads (0: all cores)", "TANDEM_THREADS");
   f->Int("block-size", &c->block_size, "tokens per KV block", "TANDEM_BLOCK_SIZE");
   f->Int64("kv-cache-mb", &c->kv_cache_mb, "KV pool size in MiB", "TANDEM_KV_CACHE_MB");

@@ -16,7 +16,8 @@ struct WorkerConfig {
   std::string advertise_host = "127.0.0.1";  // host the router and peers dial
   std::string router;                // router control address; empty: run standalone
   std::string worker_id;             // default: role-host-port
-  std::string port_file;             // when set, the bound port is written here (for scripts)
+  std::string metrics_listen = "127.0.0.1:0";  // HTTP /metrics and /health; empty: off
+  std::string port_file;             // when set, "GRPC_PORT METRICS_PORT" is written here
   int threads = 0;                   // compute threads (0: all cores)
   int block_size = 16;
   std::int64_t kv_cache_mb = 256;

@@ -37,8 +37,9 @@ absl::Status ValidateCommon(const v1::ApiVersion& version, const std::string& re
 
 }  // namespace
 
-WorkerService::WorkerService(const WorkerConfig& config, serving::EngineLoop* loop)
-    : config_(config), loop_(loop) {}
+WorkerService::WorkerService(const WorkerConfig& config, serving::EngineLoop* loop,
+                             KvReceiver* receiver, KvSender* sender)
+    : config_(config), loop_(loop), receiver_(receiver), sender_(sender) {}
 
 v1::WorkerLoad WorkerService::CurrentLoad() const {
   const serving::LoopLoad l = loop_->load();
@@ -50,14 +51,115 @@ v1::WorkerLoad WorkerService::CurrentLoad() const {
   return out;
 }
 
-grpc::Status WorkerService::ReserveKv(grpc::ServerContext*, const v1::ReserveKvRequest*,
-                                      v1::ReserveKvResponse*) {
-  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "KV handoff is not available yet");
+grpc::Status WorkerService::ReserveKv(grpc::ServerContext*, const v1::ReserveKvRequest* request,
+                                      v1::ReserveKvResponse* response) {
+  if (receiver_ == nullptr) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "this worker does not receive KV (not a decode worker)");
+  }
+  if (absl::Status st = rpc::CheckVersion(request->version()); !st.ok()) return rpc::ToGrpc(st);
+  const int context_limit = loop_->model_config().max_position_embeddings;
+  if (context_limit > 0 && static_cast<int>(request->num_tokens()) > context_limit) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat(request->num_tokens(), " tokens exceed the context of ",
+                                     context_limit));
+  }
+  const auto lease = std::chrono::milliseconds(
+      request->lease_ms() > 0 ? request->lease_ms() : config_.handoff_lease_ms);
+  auto target = receiver_->Reserve(request->request_id(), static_cast<int>(request->num_tokens()),
+                                   lease);
+  if (!target.ok()) return rpc::ToGrpc(target.status());
+  *response->mutable_target() = std::move(*target);
+  return grpc::Status::OK;
 }
 
-grpc::Status WorkerService::Prefill(grpc::ServerContext*, const v1::PrefillRequest*,
-                                    v1::PrefillResponse*) {
-  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "KV handoff is not available yet");
+grpc::Status WorkerService::Prefill(grpc::ServerContext* context,
+                                    const v1::PrefillRequest* request,
+                                    v1::PrefillResponse* response) {
+  if (sender_ == nullptr) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "this worker does not send KV (not a prefill worker)");
+  }
+  absl::Status valid = ValidateCommon(request->version(), request->request_id(),
+                                      request->prompt_token_ids_size());
+  if (!valid.ok()) return rpc::ToGrpc(valid);
+  if (request->kv_target().blocks_size() == 0) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "kv_target has no blocks");
+  }
+  const std::string& id = request->request_id();
+  std::vector<std::int32_t> prompt(request->prompt_token_ids().begin(),
+                                   request->prompt_token_ids().end());
+  // Prefill samples exactly the first token, with the request's own parameters (same seed and
+  // draw index as a single-process run), and keeps the prompt's KV for the transfer.
+  engine::SamplingParams params = rpc::FromProto(request->sampling());
+  params.max_tokens = 1;
+  auto queue = std::make_shared<UpdateQueue>();
+  absl::Status submitted = loop_->SubmitWith(
+      id, [queue](const serving::RequestUpdate& u) { queue->Push(u); },
+      [&](engine::Engine& e) {
+        return e.AddRequest(id, prompt, params, engine::Engine::RequestOptions{.hold_kv = true});
+      });
+  if (!submitted.ok()) return rpc::ToGrpc(submitted);
+
+  const std::int64_t deadline_ms = request->deadline_unix_ms();
+  serving::RequestUpdate last;
+  bool cancel_sent = false;
+  while (!last.finished) {
+    for (serving::RequestUpdate& u : queue->PopAll(std::chrono::milliseconds(20))) {
+      if (!u.new_tokens.empty()) last.new_tokens = u.new_tokens;
+      if (u.finished) {
+        last.finished = true;
+        last.finish_reason = u.finish_reason;
+        last.error = u.error;
+        last.cached_tokens = u.cached_tokens;
+      }
+    }
+    if (!cancel_sent && (context->IsCancelled() || (deadline_ms > 0 && NowUnixMs() > deadline_ms))) {
+      loop_->Cancel(id);
+      cancel_sent = true;
+    }
+  }
+  const auto release_held = [&] {
+    loop_->RunOnLoop([&](engine::Engine& e) {
+           e.ReleaseHeldKv(id).IgnoreError();  // absent when the request did not complete
+           return absl::OkStatus();
+         })
+        .IgnoreError();
+  };
+  if (last.finish_reason == engine::FinishReason::kCancelled || cancel_sent) {
+    release_held();
+    cancelled_total_.fetch_add(1);
+    return grpc::Status(grpc::StatusCode::CANCELLED, "prefill cancelled");
+  }
+  if (last.finish_reason == engine::FinishReason::kError || last.new_tokens.empty()) {
+    release_held();
+    return grpc::Status(grpc::StatusCode::INTERNAL, absl::StrCat("prefill failed: ", last.error));
+  }
+  std::vector<std::int32_t> blocks;
+  absl::Status held = loop_->RunOnLoop([&](engine::Engine& e) -> absl::Status {
+    auto b = e.HeldKvBlocks(id);
+    if (!b.ok()) return b.status();
+    blocks = std::move(*b);
+    return absl::OkStatus();
+  });
+  if (!held.ok()) {
+    release_held();
+    return rpc::ToGrpc(held);
+  }
+  const auto transfer_deadline =
+      std::chrono::steady_clock::now() +
+      std::chrono::milliseconds(std::max<int>(request->kv_target().lease_ms(), 1000));
+  // The blocks are read by the transfer, so they are released only after it ended.
+  auto sent = sender_->Send(request->kv_target(), blocks, transfer_deadline);
+  release_held();
+  if (!sent.ok()) return rpc::ToGrpc(sent.status());
+  kv_sent_bytes_total_.fetch_add(sent->bytes);
+  response->set_first_token_id(last.new_tokens.front());
+  response->set_cached_prompt_tokens(last.cached_tokens);
+  response->set_handoff_id(request->kv_target().handoff_id());
+  response->set_kv_bytes(sent->bytes);
+  response->set_kv_transfer_us(static_cast<std::uint32_t>(sent->elapsed.count()));
+  return grpc::Status::OK;
 }
 
 grpc::Status WorkerService::Generate(grpc::ServerContext* context,
@@ -66,32 +168,49 @@ grpc::Status WorkerService::Generate(grpc::ServerContext* context,
   absl::Status valid = ValidateCommon(request->version(), request->request_id(),
                                       request->prompt_token_ids_size());
   if (!valid.ok()) return rpc::ToGrpc(valid);
-  if (!request->handoff_id().empty()) {
-    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "KV handoff is not available yet");
-  }
   ScopedCount streams(&active_streams_);
   auto queue = std::make_shared<UpdateQueue>();
+  auto sink = [queue](const serving::RequestUpdate& u) { queue->Push(u); };
   std::vector<std::int32_t> prompt(request->prompt_token_ids().begin(),
                                    request->prompt_token_ids().end());
-  absl::Status submitted =
-      loop_->Submit(request->request_id(), std::move(prompt), rpc::FromProto(request->sampling()),
-                    [queue](const serving::RequestUpdate& u) { queue->Push(u); });
+  absl::Status submitted;
+  if (request->handoff_id().empty()) {
+    submitted = loop_->Submit(request->request_id(), std::move(prompt),
+                              rpc::FromProto(request->sampling()), sink);
+  } else if (receiver_ == nullptr) {
+    submitted = absl::FailedPreconditionError("this worker does not receive KV handoffs");
+  } else {
+    submitted = receiver_->Commit(request->handoff_id(), request->request_id(), std::move(prompt),
+                                  request->first_token_id(), rpc::FromProto(request->sampling()),
+                                  sink);
+  }
   if (!submitted.ok()) return rpc::ToGrpc(submitted);
+  // A handed-off request's first token was counted by prefill, not by this engine.
+  const int first_token_credit = request->handoff_id().empty() ? 0 : 1;
+  return Stream(context, request->request_id(), request->deadline_unix_ms(), first_token_credit,
+                *queue, writer);
+}
 
-  const std::int64_t deadline_ms = request->deadline_unix_ms();
+grpc::Status WorkerService::Stream(grpc::ServerContext* context, const std::string& request_id,
+                                   std::int64_t deadline_ms, int first_token_credit,
+                                   UpdateQueue& queue,
+                                   grpc::ServerWriter<v1::GenerateResponse>* writer) {
   bool cancelled = false;
   grpc::Status outcome = grpc::Status::OK;
+  const auto cancel = [&](grpc::Status why) {
+    cancelled = true;
+    outcome = std::move(why);
+    cancelled_total_.fetch_add(1);
+    loop_->Cancel(request_id);
+  };
   for (;;) {
-    std::vector<serving::RequestUpdate> updates = queue->PopAll(std::chrono::milliseconds(20));
+    std::vector<serving::RequestUpdate> updates = queue.PopAll(std::chrono::milliseconds(20));
     if (!cancelled) {
       if (context->IsCancelled()) {
-        cancelled = true;
-        outcome = grpc::Status(grpc::StatusCode::CANCELLED, "client cancelled");
+        cancel(grpc::Status(grpc::StatusCode::CANCELLED, "client cancelled"));
       } else if (deadline_ms > 0 && NowUnixMs() > deadline_ms) {
-        cancelled = true;
-        outcome = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "request deadline passed");
+        cancel(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "request deadline passed"));
       }
-      if (cancelled) loop_->Cancel(request->request_id());
     }
     if (updates.empty()) continue;
     // Coalesce what piled up since the last write into one message.
@@ -104,14 +223,12 @@ grpc::Status WorkerService::Generate(grpc::ServerContext* context,
       msg.set_finish_reason(rpc::ToProto(u.finish_reason));
       if (!u.error.empty()) msg.set_error(u.error);
       msg.mutable_usage()->set_prompt_tokens(u.prompt_tokens);
-      msg.mutable_usage()->set_completion_tokens(u.completion_tokens);
+      msg.mutable_usage()->set_completion_tokens(u.completion_tokens + first_token_credit);
       msg.mutable_usage()->set_cached_prompt_tokens(u.cached_tokens);
     }
     if (!cancelled && !writer->Write(msg)) {
       // The client is gone: stop the work, then wait for the engine to let go of the request.
-      cancelled = true;
-      outcome = grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
-      loop_->Cancel(request->request_id());
+      cancel(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
     }
     if (finished) break;
   }
@@ -124,6 +241,8 @@ grpc::Status WorkerService::Cancel(grpc::ServerContext*, const v1::CancelRequest
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "request_id is required");
   }
   loop_->Cancel(request->request_id());
+  // A reservation that never reached Generate (prefill failed) goes back to the pool now.
+  if (receiver_ != nullptr) receiver_->Abandon(request->request_id());
   response->set_found(true);
   return grpc::Status::OK;
 }

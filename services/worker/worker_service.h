@@ -4,8 +4,10 @@
 #include <memory>
 #include <string>
 
+#include "kv_handoff.h"
 #include "tandem/serving/engine_loop.h"
 #include "tandem/v1/worker.grpc.pb.h"
+#include "update_queue.h"
 #include "worker_config.h"
 
 namespace tandem::worker {
@@ -14,7 +16,9 @@ namespace tandem::worker {
 // each only waits on its own UpdateQueue, so a slow client never stalls the engine.
 class WorkerService final : public v1::Worker::Service {
  public:
-  WorkerService(const WorkerConfig& config, serving::EngineLoop* loop);
+  // `receiver` is set on decode workers, `sender` on prefill workers (either may be null).
+  WorkerService(const WorkerConfig& config, serving::EngineLoop* loop, KvReceiver* receiver,
+                KvSender* sender);
 
   grpc::Status ReserveKv(grpc::ServerContext* context, const v1::ReserveKvRequest* request,
                          v1::ReserveKvResponse* response) override;
@@ -29,11 +33,23 @@ class WorkerService final : public v1::Worker::Service {
 
   v1::WorkerLoad CurrentLoad() const;
   int active_streams() const { return active_streams_.load(); }
+  std::int64_t cancelled_total() const { return cancelled_total_.load(); }
+  std::uint64_t kv_sent_bytes_total() const { return kv_sent_bytes_total_.load(); }
 
  private:
+  // Relays a request's updates to the client until it finishes; cancels the request in the
+  // engine when the client goes away or the deadline passes.
+  grpc::Status Stream(grpc::ServerContext* context, const std::string& request_id,
+                      std::int64_t deadline_unix_ms, int first_token_credit, UpdateQueue& queue,
+                      grpc::ServerWriter<v1::GenerateResponse>* writer);
+
   const WorkerConfig config_;
   serving::EngineLoop* loop_;
+  KvReceiver* receiver_;
+  KvSender* sender_;
   std::atomic<int> active_streams_{0};
+  std::atomic<std::int64_t> cancelled_total_{0};
+  std::atomic<std::uint64_t> kv_sent_bytes_total_{0};
 };
 
 }  // namespace tandem::worker

@@ -1,0 +1,116 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+#include <condition_variable>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "tandem/serving/engine_loop.h"
+#include "tandem/transport/transfer_agent.h"
+#include "tandem/v1/worker.pb.h"
+
+namespace tandem::worker {
+
+// The flag value that marks a block of handoff `handoff_id` as complete. Derived from the id on
+// both sides, so a late write from an older, expired handoff into a reused block can never look
+// like completion of the new one.
+std::uint64_t HandoffFlagValue(const std::string& handoff_id);
+
+struct KvReceiverStats {
+  int active_handoffs = 0;
+  int reserved_blocks = 0;
+  std::int64_t expired_total = 0;
+  std::int64_t completed_total = 0;
+};
+
+// Decode side of a KV handoff. Registers the whole KV pool and one 8-byte flag per block with the
+// transfer agent once; a reservation hands a prefill worker remote addresses of free blocks under
+// a lease. Blocks are scheduled only after every flag shows the handoff's value (two-phase gate),
+// and a reservation whose lease runs out is given back to the pool by a sweeper thread, so a
+// prefill that dies mid-transfer strands nothing.
+class KvReceiver {
+ public:
+  static absl::StatusOr<std::unique_ptr<KvReceiver>> Create(
+      serving::EngineLoop* loop, transport::TransferAgent* agent, std::string worker_id);
+  ~KvReceiver();
+
+  absl::StatusOr<v1::KvTarget> Reserve(const std::string& request_id, int num_tokens,
+                                       std::chrono::milliseconds lease);
+
+  // Waits for every block's flag (bounded by the lease), then hands the blocks to the engine as
+  // a running request whose first token prefill already sampled.
+  absl::Status Commit(const std::string& handoff_id, const std::string& request_id,
+                      std::vector<std::int32_t> prompt, std::int32_t first_token,
+                      const engine::SamplingParams& params, serving::UpdateSink sink);
+
+  // Gives a reservation back now (prefill failed, request cancelled). Unknown ids are ignored.
+  void Abandon(const std::string& request_id);
+
+  KvReceiverStats stats() const;
+
+ private:
+  struct Handoff {
+    std::string request_id;
+    std::vector<std::int32_t> blocks;
+    std::uint64_t flag_value = 0;
+    std::chrono::steady_clock::time_point deadline;
+    bool committing = false;  // Commit owns it; the sweeper keeps off
+  };
+
+  KvReceiver(serving::EngineLoop* loop, transport::TransferAgent* agent, std::string worker_id);
+  void Sweep();
+  // One-sided writes over TCP are emulated with active messages that land only while this side
+  // progresses its UCX worker, so it does so continuously while any handoff is open.
+  void ProgressWhileOpen();
+  void ReleaseBlocks(std::vector<std::int32_t> blocks);
+  bool AllFlagsSet(const Handoff& h) const;
+
+  serving::EngineLoop* loop_;
+  transport::TransferAgent* agent_;
+  const std::string worker_id_;
+  model::KvStorage storage_;
+  std::vector<std::uint64_t> flags_;
+  std::unique_ptr<transport::MemoryRegistration> pool_registration_;
+  std::unique_ptr<transport::MemoryRegistration> flag_registration_;
+
+  mutable std::mutex mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;
+  absl::flat_hash_map<std::string, Handoff> handoffs_;  // by handoff id
+  absl::flat_hash_map<std::string, std::string> by_request_;  // request id -> handoff id
+  std::uint64_t next_handoff_ = 1;
+  std::int64_t expired_total_ = 0;
+  std::int64_t completed_total_ = 0;
+  std::thread sweeper_;
+  std::condition_variable open_cv_;  // wakes the progress thread when a handoff opens
+  std::thread progress_;
+};
+
+struct KvSendResult {
+  std::uint64_t bytes = 0;
+  std::chrono::microseconds elapsed{0};
+};
+
+// Prefill side: writes the blocks holding a prompt's KV into a decode worker's reservation, data
+// first and then the flags.
+class KvSender {
+ public:
+  KvSender(transport::TransferAgent* agent, const model::KvStorage& storage)
+      : agent_(agent), storage_(storage) {}
+
+  absl::StatusOr<KvSendResult> Send(const v1::KvTarget& target,
+                                    const std::vector<std::int32_t>& local_blocks,
+                                    std::chrono::steady_clock::time_point deadline);
+
+ private:
+  transport::TransferAgent* agent_;
+  model::KvStorage storage_;
+};
+
+}  // namespace tandem::worker
