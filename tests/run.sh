@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what it needs, builds, runs ctest (and the Python tests when present).
+# The whole test suite: installs what it needs, builds, runs ctest, then the Python conformance
+# tests (real SDKs against a real cluster) in a venv it creates.
 # Usage: tests/run.sh            (env: BUILD_DIR=build, TANDEM_JOBS=<cores>)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -17,3 +18,11 @@ if [[ ! -d ../shared ]]; then
 fi
 
 ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" --timeout 600
+
+# Python side: only what tests/conformance needs (no torch: the reference fixtures are committed).
+venv="$root/.venv"
+if [[ ! -x "$venv/bin/python" ]]; then
+  python3 -m venv "$venv"
+fi
+"$venv/bin/pip" install -q --disable-pip-version-check -r tests/conformance/requirements.txt
+TANDEM_BUILD_DIR="$root/$build_dir" "$venv/bin/python" -m pytest -q tests/conformance

@@ -4,7 +4,7 @@ set -euo pipefail
 packages=(cmake ninja-build ccache g++ pkg-config libabsl-dev libgtest-dev libgmock-dev
   libbenchmark-dev nlohmann-json3-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libucx-dev ucx-utils
+  libucx-dev ucx-utils python3 python3-venv
   libboost-dev)
 missing=()
 for p in "${packages[@]}"; do
