@@ -4,6 +4,7 @@
 #include <cmath>
 #include <memory>
 #include <random>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -127,6 +128,27 @@ TEST(CpuMatMul, RepeatedCallsOnOneBackendAreStable) {
   for (int i = 0; i < 50; ++i) {
     const std::vector<float> y = Multiply(*fast, x, 16, w.view);
     ASSERT_TRUE(BitEqual(y.data(), first.data(), first.size())) << "call " << i;
+  }
+}
+
+TEST(CpuMatMul, ConcurrentCallersOnOneBackendGetTheirOwnResults) {
+  std::mt19937 rng(21);
+  TestWeight w(300, 512, DType::kBF16, rng);
+  const std::vector<float> x = RandomFloats(16 * 512, rng);
+  auto fast = CreateCpuBackend({.num_threads = 2});
+  const std::vector<float> want = Multiply(*fast, x, 16, w.view);
+  std::vector<std::vector<float>> got(3);
+  std::vector<std::thread> callers;
+  for (auto& g : got) {
+    callers.emplace_back([&] {
+      for (int i = 0; i < 20; ++i) g = Multiply(*fast, x, 16 - i % 2, w.view);
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  for (const auto& g : got) {
+    // The last call of each caller used 15 rows: the first 15 rows of the 16-row result.
+    ASSERT_EQ(g.size(), 15u * 300);
+    EXPECT_TRUE(BitEqual(g.data(), want.data(), g.size()));
   }
 }
 
