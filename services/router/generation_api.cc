@@ -110,24 +110,10 @@ http::HandlerResult GenerationApi::Handle(ApiEndpoint endpoint, const http::Requ
 
   absl::StatusOr<WorkerPlan> plan = deps_.selector->Select(options_.served_model, prompt);
   if (!plan.ok()) return Fail(path, ApiError::FromStatus(plan.status()));
-  const std::int64_t max_context = plan->max_context();
-  const std::int64_t prompt_len = static_cast<std::int64_t>(prompt.size());
-  const std::string prompt_param = endpoint == ApiEndpoint::kChatCompletions ? "messages" : "prompt";
-  if (prompt_len >= max_context) {
-    return Fail(path, ApiError::Invalid(absl::StrCat("the prompt has ", prompt_len,
-                                                     " tokens; the model's context is ",
-                                                     max_context, " tokens"),
-                                        prompt_param));
-  }
-  const bool chat = endpoint == ApiEndpoint::kChatCompletions;
-  const std::int64_t max_tokens =
-      request.max_tokens.has_value() ? *request.max_tokens : (chat ? max_context - prompt_len : 16);
-  if (prompt_len + max_tokens > max_context) {
-    return Fail(path, ApiError::Invalid(
-                          absl::StrCat("the prompt (", prompt_len, " tokens) plus max_tokens (",
-                                       max_tokens, ") exceeds the model's context of ",
-                                       max_context, " tokens"),
-                          "max_tokens"));
+  std::int64_t max_tokens = 0;
+  if (auto error = MaxTokens(request, static_cast<std::int64_t>(prompt.size()),
+                             plan->max_context(), &max_tokens)) {
+    return Fail(path, *error);
   }
 
   JobSetup setup;
@@ -154,9 +140,34 @@ http::HandlerResult GenerationApi::Handle(ApiEndpoint endpoint, const http::Requ
   setup.dispatcher = deps_.dispatcher;
   setup.metrics = deps_.metrics;
   setup.endpoint = path;
-  auto job = std::make_shared<GenerationJob>(std::move(setup));
+  return Launch(std::make_shared<GenerationJob>(std::move(setup)), request.stream, path);
+}
 
-  if (!request.stream) {
+std::optional<ApiError> GenerationApi::MaxTokens(const OpenAiRequest& request,
+                                                 std::int64_t prompt_len, std::int64_t max_context,
+                                                 std::int64_t* max_tokens) const {
+  const bool chat = request.endpoint == ApiEndpoint::kChatCompletions;
+  if (prompt_len >= max_context) {
+    return ApiError::Invalid(absl::StrCat("the prompt has ", prompt_len,
+                                          " tokens; the model's context is ", max_context,
+                                          " tokens"),
+                             chat ? "messages" : "prompt");
+  }
+  // OpenAI: 16 for completions; chat may use whatever context the prompt leaves.
+  *max_tokens = request.max_tokens.has_value() ? *request.max_tokens
+                                               : (chat ? max_context - prompt_len : 16);
+  if (prompt_len + *max_tokens > max_context) {
+    return ApiError::Invalid(absl::StrCat("the prompt (", prompt_len, " tokens) plus max_tokens (",
+                                          *max_tokens, ") exceeds the model's context of ",
+                                          max_context, " tokens"),
+                             "max_tokens");
+  }
+  return std::nullopt;
+}
+
+http::HandlerResult GenerationApi::Launch(std::shared_ptr<GenerationJob> job, bool stream,
+                                          const std::string& path) const {
+  if (!stream) {
     // The generation blocks on gRPC for its whole length: a runner thread waits, not the I/O one.
     return http::DeferredResponse{[runner = deps_.runner, job](std::shared_ptr<http::Responder> r) {
       runner->Spawn([job, r = std::move(r)]() mutable { job->RunToCompletion(std::move(r)); });

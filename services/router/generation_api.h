@@ -18,6 +18,8 @@
 
 namespace tandem::router {
 
+class GenerationJob;
+
 // How the served model's tokenizer is used: which ids end a generation.
 struct TokenizerSetup {
   const tokenizer::Tokenizer* tokenizer = nullptr;
@@ -55,6 +57,11 @@ class GenerationApi {
   std::optional<ApiError> PromptIds(const OpenAiRequest& request,
                                     std::vector<std::int32_t>* ids) const;
   v1::SamplingParams Sampling(const OpenAiRequest& request, int max_tokens) const;
+  // The completion budget: requested or defaulted, and within the workers' context.
+  std::optional<ApiError> MaxTokens(const OpenAiRequest& request, std::int64_t prompt_len,
+                                    std::int64_t max_context, std::int64_t* max_tokens) const;
+  http::HandlerResult Launch(std::shared_ptr<GenerationJob> job, bool stream,
+                             const std::string& path) const;
   std::string NewRequestId(ApiEndpoint endpoint);
 
   const Options options_;

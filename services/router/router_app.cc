@@ -88,8 +88,8 @@ int RunRouterMain(int argc, char** argv) {
   const std::string http_host = ParseHostPort("http-listen", cfg.http_listen)->host;
   const std::string control_host = ParseHostPort("control-listen", cfg.control_listen)->host;
   std::cerr << "router listening http=" << http_host << ":" << (*server)->http_port()
-            << " control=" << control_host << ":" << (*server)->control_port() << " model="
-            << ServedModelName(cfg) << std::endl;
+            << " control=" << control_host << ":" << (*server)->control_port() << std::endl;
+  std::cerr << "router serving model " << ServedModelName(cfg) << "\n";
 
   int sig = 0;
   sigwait(&stop_signals, &sig);
