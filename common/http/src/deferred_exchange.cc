@@ -2,7 +2,7 @@
 
 namespace tandem::http::internal {
 
-DeferredExchange::DeferredExchange(std::function<void(Response)> deliver)
+DeferredExchange::DeferredExchange(std::function<void(Answer)> deliver)
     : deliver_(std::move(deliver)) {}
 
 DeferredExchange::~DeferredExchange() {
@@ -10,13 +10,13 @@ DeferredExchange::~DeferredExchange() {
   if (deliver_) deliver_(Response::Text(500, "the handler dropped the response"));
 }
 
-void DeferredExchange::Respond(Response response) {
+void DeferredExchange::Deliver(Answer answer) {
   absl::MutexLock lock(&mu_);
   if (!deliver_) return;
   auto deliver = std::move(deliver_);
   deliver_ = nullptr;
   on_cancel_.clear();
-  deliver(std::move(response));
+  deliver(std::move(answer));
 }
 
 void DeferredExchange::OnCancel(std::function<void()> callback) {

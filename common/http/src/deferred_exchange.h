@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <functional>
+#include <variant>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -10,15 +11,17 @@
 
 namespace tandem::http::internal {
 
-// The Responder handed to a deferred handler. `deliver` passes the response to the connection
-// (it must not block); Cancel() is the connection telling the handler nobody is waiting anymore.
+// The Responder handed to a deferred handler. `deliver` passes the answer to the connection (it
+// must not block); Cancel() is the connection telling the handler nobody is waiting anymore.
 class DeferredExchange final : public Responder {
  public:
-  explicit DeferredExchange(std::function<void(Response)> deliver);
+  using Answer = std::variant<Response, SseResponse>;
+  explicit DeferredExchange(std::function<void(Answer)> deliver);
   // A handler that let go without answering must not leave the client hanging.
   ~DeferredExchange() override;
 
-  void Respond(Response response) override;
+  void Respond(Response response) override { Deliver(std::move(response)); }
+  void RespondStream(SseResponse stream) override { Deliver(std::move(stream)); }
   bool cancelled() const override { return cancelled_.load(std::memory_order_acquire); }
   void OnCancel(std::function<void()> callback) override;
 
@@ -26,9 +29,11 @@ class DeferredExchange final : public Responder {
   void Cancel();
 
  private:
+  void Deliver(Answer answer);
+
   std::atomic<bool> cancelled_{false};
   absl::Mutex mu_;
-  std::function<void(Response)> deliver_ ABSL_GUARDED_BY(mu_);  // null once answered or cancelled
+  std::function<void(Answer)> deliver_ ABSL_GUARDED_BY(mu_);  // null once answered or cancelled
   std::vector<std::function<void()>> on_cancel_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -204,42 +204,31 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
 
   void StartDeferredResponse(DeferredResponse deferred) {
     phase_ = Phase::kDeferred;
-    auto deliver = [weak = weak_from_this(), executor = socket_.get_executor()](Response r) {
-      net::post(executor, [weak, r = std::move(r)]() mutable {
-        if (auto self = weak.lock()) self->OnDeferredResponse(std::move(r));
+    auto deliver = [weak = weak_from_this(),
+                    executor = socket_.get_executor()](DeferredExchange::Answer answer) {
+      net::post(executor, [weak, answer = std::move(answer)]() mutable {
+        if (auto self = weak.lock()) self->OnDeferredAnswer(std::move(answer));
       });
     };
     auto exchange = std::make_shared<DeferredExchange>(std::move(deliver));
     // Weak: the handler owns the exchange, so a handler that drops it gets the 500 fallback.
     deferred_ = exchange;
-    WatchForDisconnectWhileDeferred();
+    WatchForDisconnect();
     if (!StartDeferred(deferred, exchange)) {
       exchange->Respond(Response::Text(500, "handler failed to start the response"));
     }
   }
 
-  void WatchForDisconnectWhileDeferred() {
-    socket_.async_read_some(
-        buffer_.prepare(4096), [self = shared_from_this()](error_code ec, size_t bytes) {
-          if (!ec) self->buffer_.commit(bytes);
-          // Answered meanwhile: the write path owns the connection now.
-          if (self->phase_ != Phase::kDeferred) return;
-          if (ec || self->buffer_.size() > self->config_.max_header_bytes) {
-            self->CancelDeferred();
-            return self->CloseNow();
-          }
-          self->WatchForDisconnectWhileDeferred();
-        });
-  }
-
-  void OnDeferredResponse(Response response) {
+  void OnDeferredAnswer(DeferredExchange::Answer answer) {
     if (phase_ != Phase::kDeferred) return;
-    phase_ = Phase::kWriting;
     deferred_.reset();
-    // Stop the disconnect watch; its handler sees kWriting and leaves the socket alone.
+    // The disconnect watch keeps running for a stream; a plain response stops it, and its handler
+    // then sees kWriting and leaves the socket alone.
+    if (auto* stream = std::get_if<SseResponse>(&answer)) return StartStream(std::move(*stream));
+    phase_ = Phase::kWriting;
     error_code ignored;
     socket_.cancel(ignored);
-    WriteResponse(std::move(response), /*close_after=*/false);
+    WriteResponse(std::move(std::get<Response>(answer)), /*close_after=*/false);
   }
 
   void CancelDeferred() {
@@ -264,22 +253,32 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     const bool keep_alive = keep_alive_ && stream_chunked_ && !draining_ && !context_->draining;
     stream_keep_alive_ = keep_alive;
     WriteStreamBytes(FormatStreamHead(sse.status, sse.headers, stream_chunked_, keep_alive));
-    WatchForDisconnect();
+    if (!watching_) WatchForDisconnect();  // a deferred stream is watched already
     if (!OpenStream(sse, stream_)) {
       stream_->Cancel();
       CloseNow();
     }
   }
 
-  // While streaming the client has nothing to say; a read completing means it left (or, rarely,
-  // pipelined its next request, which is kept for later).
+  // While streaming (or waiting for a deferred answer) the client has nothing to say; a read
+  // completing means it left (or, rarely, pipelined its next request, which is kept for later).
   void WatchForDisconnect() {
+    watching_ = true;
     socket_.async_read_some(
         buffer_.prepare(4096), [self = shared_from_this()](error_code ec, size_t bytes) {
+          self->watching_ = false;
           if (!ec) self->buffer_.commit(bytes);
           if (self->phase_ == Phase::kClosed) return;
+          const bool gone = ec || self->buffer_.size() > self->config_.max_header_bytes;
+          if (self->phase_ == Phase::kDeferred) {
+            if (!gone) return self->WatchForDisconnect();
+            self->CancelDeferred();
+            return self->CloseNow();
+          }
+          // A deferred plain response is being written; that path owns the socket.
+          if (self->phase_ != Phase::kStreaming) return;
           if (self->stream_done_) return self->WaitForNextRequest();
-          if (ec || self->buffer_.size() > self->config_.max_header_bytes) {
+          if (gone) {
             self->stream_->Cancel();
             return self->CloseNow();
           }
@@ -380,6 +379,7 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
   bool stream_writing_ = false;
   bool final_chunk_queued_ = false;
   bool stream_done_ = false;
+  bool watching_ = false;  // a disconnect watch (read) is pending
 };
 
 }  // namespace

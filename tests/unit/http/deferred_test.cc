@@ -120,6 +120,38 @@ TEST(DeferredTest, ClientDisconnectCancelsTheResponder) {
   EXPECT_TRUE(ran) << "a callback added after cancellation runs at once";
 }
 
+TEST(DeferredTest, CanAnswerWithAStreamThatIsWatchedForDisconnects) {
+  ResponderBox box;
+  auto server = StartDeferring(&box);
+  Pending p = StartPending(server.get(), &box);
+  ASSERT_NE(p.responder, nullptr);
+  absl::Notification opened;
+  std::shared_ptr<SseWriter> writer;
+  SseResponse sse;
+  sse.headers.emplace_back("X-Stream", "late");
+  sse.on_open = [&](std::shared_ptr<SseWriter> w) {
+    writer = std::move(w);
+    opened.Notify();
+  };
+  p.responder->RespondStream(std::move(sse));
+  auto head = p.client->ReadHead();
+  ASSERT_TRUE(head.has_value());
+  EXPECT_EQ(head->status, 200);
+  EXPECT_EQ(head->Header("content-type"), "text/event-stream");
+  EXPECT_EQ(head->Header("x-stream"), "late");
+  ASSERT_TRUE(opened.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  ASSERT_TRUE(writer->TryWrite({.data = "one"}).ok());
+  auto event = p.client->ReadEvent();
+  ASSERT_TRUE(event.has_value());
+  EXPECT_EQ(*event, "data: one");
+  EXPECT_FALSE(p.cancelled->HasBeenNotified()) << "answered: the responder is no longer cancelled";
+
+  absl::Notification stream_cancelled;
+  writer->OnCancel([&] { stream_cancelled.Notify(); });
+  p.client->Close();
+  EXPECT_TRUE(stream_cancelled.WaitForNotificationWithTimeout(absl::Seconds(5)));
+}
+
 TEST(DeferredTest, DroppedResponderAnswers500) {
   Router router;
   ASSERT_TRUE(router

@@ -27,8 +27,12 @@ struct SseResponse {
 class Responder {
  public:
   virtual ~Responder() = default;
-  // Sends `response`. Only the first call counts; calls after cancellation are ignored.
+  // Sends `response`. Only the first Respond or RespondStream counts; calls after cancellation
+  // are ignored.
   virtual void Respond(Response response) = 0;
+  // Answers with a stream instead, e.g. once an LLM's first token exists, so that failures before
+  // it can still be told with a proper status.
+  virtual void RespondStream(SseResponse stream) = 0;
   // True once the client disconnected or the server shut down before Respond.
   virtual bool cancelled() const = 0;
   // Runs `callback` once on cancellation, on an arbitrary thread (immediately, on the caller's
