@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "tandem/tokenizer/hf_bpe_tokenizer.h"
 #include "tandem/tokenizer/llama2c_tokenizer.h"
 
 namespace tandem::tokenizer {
@@ -18,9 +19,17 @@ absl::StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& model_path,
     if (!tok.ok()) return tok.status();
     return ModelTokenizer{std::move(*tok), true};
   }
-  if (fs::exists(dir / "tokenizer.json", ec)) {
-    return absl::UnimplementedError(
-        absl::StrCat(dir.string(), "/tokenizer.json: Hugging Face tokenizers are not supported yet"));
+  const fs::path hf = dir / "tokenizer.json";
+  if (fs::exists(hf, ec)) {
+    auto tok = HfBpeTokenizer::Load(hf.string());
+    if (!tok.ok()) return tok.status();
+    // Ids past the model's embedding table would index out of it.
+    if (vocab_size > 0 && (*tok)->vocab_size() > vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          hf.string(), " has ids up to ", (*tok)->vocab_size() - 1, " but the model's vocabulary ",
+          "has ", vocab_size, " entries"));
+    }
+    return ModelTokenizer{std::move(*tok), false};
   }
   return absl::NotFoundError(
       absl::StrCat("no tokenizer.bin or tokenizer.json beside the model in ", dir.string()));

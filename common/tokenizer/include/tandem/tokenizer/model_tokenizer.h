@@ -16,7 +16,8 @@ struct ModelTokenizer {
 };
 
 // `model_path` as given to model::LoadModel: a llama2.c directory or .bin file finds
-// tokenizer.bin beside model.bin. Hugging Face tokenizer.json is not supported yet.
+// tokenizer.bin beside model.bin; otherwise a Hugging Face tokenizer.json there loads as an
+// HfBpeTokenizer (whose Encode treats added-token spellings as plain text).
 absl::StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& model_path, int vocab_size);
 
 }  // namespace tandem::tokenizer
