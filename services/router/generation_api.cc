@@ -140,7 +140,7 @@ http::HandlerResult GenerationApi::Handle(ApiEndpoint endpoint, const http::Requ
   setup.dispatcher = deps_.dispatcher;
   setup.metrics = deps_.metrics;
   setup.endpoint = path;
-  return Launch(std::make_shared<GenerationJob>(std::move(setup)), request.stream, path);
+  return Launch(std::make_shared<GenerationJob>(std::move(setup)), request.stream);
 }
 
 std::optional<ApiError> GenerationApi::MaxTokens(const OpenAiRequest& request,
@@ -165,20 +165,17 @@ std::optional<ApiError> GenerationApi::MaxTokens(const OpenAiRequest& request,
   return std::nullopt;
 }
 
-http::HandlerResult GenerationApi::Launch(std::shared_ptr<GenerationJob> job, bool stream,
-                                          const std::string& path) const {
-  if (!stream) {
-    // The generation blocks on gRPC for its whole length: a runner thread waits, not the I/O one.
-    return http::DeferredResponse{[runner = deps_.runner, job](std::shared_ptr<http::Responder> r) {
-      runner->Spawn([job, r = std::move(r)]() mutable { job->RunToCompletion(std::move(r)); });
-    }};
-  }
-  if (deps_.metrics != nullptr) deps_.metrics->CountRequest(path, 200);
-  http::SseResponse sse;
-  sse.on_open = [runner = deps_.runner, job](std::shared_ptr<http::SseWriter> writer) {
-    runner->Spawn([job, writer = std::move(writer)]() mutable { job->RunStreaming(std::move(writer)); });
-  };
-  return sse;
+http::HandlerResult GenerationApi::Launch(std::shared_ptr<GenerationJob> job, bool stream) const {
+  // A generation blocks on gRPC for its whole length: a runner thread waits, not an I/O thread.
+  return http::DeferredResponse{[runner = deps_.runner, job, stream](std::shared_ptr<http::Responder> r) {
+    runner->Spawn([job, stream, r = std::move(r)]() mutable {
+      if (stream) {
+        job->RunStreaming(std::move(r));
+      } else {
+        job->RunToCompletion(std::move(r));
+      }
+    });
+  }};
 }
 
 }  // namespace tandem::router

@@ -60,8 +60,7 @@ class GenerationApi {
   // The completion budget: requested or defaulted, and within the workers' context.
   std::optional<ApiError> MaxTokens(const OpenAiRequest& request, std::int64_t prompt_len,
                                     std::int64_t max_context, std::int64_t* max_tokens) const;
-  http::HandlerResult Launch(std::shared_ptr<GenerationJob> job, bool stream,
-                             const std::string& path) const;
+  http::HandlerResult Launch(std::shared_ptr<GenerationJob> job, bool stream) const;
   std::string NewRequestId(ApiEndpoint endpoint);
 
   const Options options_;

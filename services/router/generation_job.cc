@@ -1,6 +1,7 @@
 #include "generation_job.h"
 
 #include "absl/strings/str_cat.h"
+#include "writer_slot.h"
 
 namespace tandem::router {
 namespace {
@@ -25,7 +26,9 @@ absl::StatusOr<GenerationOutcome> GenerationJob::Dispatch() {
 v1::Usage GenerationJob::ClientUsage(const GenerationOutcome& outcome) const {
   v1::Usage usage;
   usage.set_prompt_tokens(static_cast<std::uint32_t>(s_.request.prompt_ids.size()));
-  usage.set_completion_tokens(outcome.usage.completion_tokens());
+  // Tokens past a stop sequence were generated but are not part of the answer.
+  usage.set_completion_tokens(s_.text->stopped() ? static_cast<std::uint32_t>(s_.text->consumed())
+                                                 : outcome.usage.completion_tokens());
   usage.set_cached_prompt_tokens(outcome.usage.cached_prompt_tokens());
   return usage;
 }
@@ -59,10 +62,11 @@ bool GenerationJob::OnTokens(std::span<const std::int32_t> ids) {
     delta += *piece;
     if (s_.text->stopped()) break;
   }
-  if (writer_ == nullptr) {
+  if (!streaming_) {
     full_text_ += delta;
     return !s_.text->stopped();
   }
+  if (!OpenStream()) return false;
   const auto& all_ids = s_.text->token_ids();
   std::span<const std::int32_t> new_ids(all_ids.data() + ids_before, all_ids.size() - ids_before);
   if (!delta.empty() || !new_ids.empty() || !sent_first_chunk_) {
@@ -90,46 +94,76 @@ std::function<void()> GenerationJob::CancelOnDisconnect() const {
   };
 }
 
-void GenerationJob::RunToCompletion(std::shared_ptr<http::Responder> responder) {
-  responder->OnCancel(CancelOnDisconnect());
-  absl::StatusOr<GenerationOutcome> outcome = Dispatch();
-  http::Response response;
-  if (!outcome.ok()) {
-    response = ApiError::FromStatus(outcome.status()).ToResponse();
-  } else {
-    full_text_ += s_.text->Finish();
-    const std::string finish = FinishReasonName(s_.text->stopped(), outcome->finish_reason);
-    response = http::Response::Json(
-        200, FormatFullResponse(s_.response, full_text_, s_.text->token_ids(), finish,
-                                ClientUsage(*outcome)));
-  }
+void GenerationJob::Answer(http::Response response) {
   if (s_.metrics != nullptr) s_.metrics->CountRequest(s_.endpoint, response.status);
-  responder->Respond(std::move(response));
+  responder_->Respond(std::move(response));
 }
 
-void GenerationJob::RunStreaming(std::shared_ptr<http::SseWriter> writer) {
-  writer_ = std::move(writer);
+void GenerationJob::RunToCompletion(std::shared_ptr<http::Responder> responder) {
+  responder_ = std::move(responder);
+  responder_->OnCancel(CancelOnDisconnect());
+  absl::StatusOr<GenerationOutcome> outcome = Dispatch();
+  if (!outcome.ok()) return Answer(ApiError::FromStatus(outcome.status()).ToResponse());
+  full_text_ += s_.text->Finish();
+  const std::string finish = FinishReasonName(s_.text->stopped(), outcome->finish_reason);
+  Answer(http::Response::Json(200, FormatFullResponse(s_.response, full_text_,
+                                                      s_.text->token_ids(), finish,
+                                                      ClientUsage(*outcome))));
+}
+
+bool GenerationJob::OpenStream() {
+  if (writer_ != nullptr) return true;
+  if (open_failed_) return false;
+  auto slot = std::make_shared<WriterSlot>();
+  http::SseResponse sse;
+  sse.on_open = [slot, guard = std::make_shared<AbandonOnDrop>(slot)](
+                    std::shared_ptr<http::SseWriter> writer) { slot->Set(std::move(writer)); };
+  if (s_.metrics != nullptr) s_.metrics->CountRequest(s_.endpoint, 200);
+  responder_->RespondStream(std::move(sse));
+  writer_ = slot->Wait(*s_.canceller, s_.sse_write_timeout);
+  if (writer_ == nullptr) {
+    open_failed_ = true;
+    s_.canceller->Cancel(absl::CancelledError("the client left before the stream opened"));
+    return false;
+  }
   if (s_.metrics != nullptr) s_.metrics->active_streams->Increment();
   writer_->OnCancel(CancelOnDisconnect());
   if (s_.response.endpoint == ApiEndpoint::kChatCompletions) {
     // Chat clients expect the assistant role before any content.
     sent_first_chunk_ = true;
-    WriteEvent(FormatChunk(s_.response, /*first=*/true, "", {}, ""));
+    return WriteEvent(FormatChunk(s_.response, /*first=*/true, "", {}, ""));
   }
+  return true;
+}
+
+void GenerationJob::RunStreaming(std::shared_ptr<http::Responder> responder) {
+  streaming_ = true;
+  responder_ = std::move(responder);
+  responder_->OnCancel(CancelOnDisconnect());
   absl::StatusOr<GenerationOutcome> outcome = Dispatch();
-  if (outcome.ok()) {
+  if (!outcome.ok() && writer_ == nullptr) {
+    // Nothing was sent yet: the failure gets its own status (429 + Retry-After, 503, ...).
+    if (!open_failed_) Answer(ApiError::FromStatus(outcome.status()).ToResponse());
+    return;
+  }
+  if (!outcome.ok()) {
+    // The head went out as 200 with the first token; the error travels in the stream.
+    if (!writer_->cancelled() && WriteEvent(ApiError::FromStatus(outcome.status()).ToJson())) {
+      WriteEvent("[DONE]");
+    }
+  } else if (OpenStream()) {
     const std::string tail = s_.text->Finish();
     const std::string finish = FinishReasonName(s_.text->stopped(), outcome->finish_reason);
     bool ok = true;
-    if (!tail.empty()) ok = WriteEvent(FormatChunk(s_.response, !sent_first_chunk_, tail, {}, ""));
-    sent_first_chunk_ = true;
-    ok = ok && WriteEvent(FormatChunk(s_.response, false, "", {}, finish));
+    if (!tail.empty()) {
+      ok = WriteEvent(FormatChunk(s_.response, !sent_first_chunk_, tail, {}, ""));
+      sent_first_chunk_ = true;
+    }
+    ok = ok && WriteEvent(FormatChunk(s_.response, !sent_first_chunk_, "", {}, finish));
     if (ok && s_.include_usage) ok = WriteEvent(FormatUsageChunk(s_.response, ClientUsage(*outcome)));
     if (ok) WriteEvent("[DONE]");
-  } else if (!writer_->cancelled()) {
-    // Headers went out as 200 long ago; the error travels in the stream.
-    if (WriteEvent(ApiError::FromStatus(outcome.status()).ToJson())) WriteEvent("[DONE]");
   }
+  if (writer_ == nullptr) return;
   writer_->Close();
   writer_.reset();
   if (s_.metrics != nullptr) s_.metrics->active_streams->Decrement();

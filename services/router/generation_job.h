@@ -43,8 +43,10 @@ class GenerationJob final : public TokenSink {
   // Non-streaming: blocks until the generation ends, then answers through `responder`. A client
   // that disconnects meanwhile cancels the generation.
   void RunToCompletion(std::shared_ptr<http::Responder> responder);
-  // Streaming into `writer`: chunks, the final chunk, optional usage, [DONE]; or an error event.
-  void RunStreaming(std::shared_ptr<http::SseWriter> writer);
+  // Streaming: the stream opens with the first token, so a failure before it is answered with
+  // its own status (429, 503, ...). Then chunks, the final chunk, optional usage and [DONE]; or,
+  // after a failure mid-stream, an error event.
+  void RunStreaming(std::shared_ptr<http::Responder> responder);
 
   bool OnTokens(std::span<const std::int32_t> ids) override;
 
@@ -52,12 +54,18 @@ class GenerationJob final : public TokenSink {
   absl::StatusOr<GenerationOutcome> Dispatch();
   v1::Usage ClientUsage(const GenerationOutcome& outcome) const;
   bool WriteEvent(const std::string& data);
+  // Opens the SSE stream (once); false when the client is gone.
+  bool OpenStream();
+  void Answer(http::Response response);
   // Runs `on_cancel` of a client connection (stream or deferred) as a cancellation of the calls.
   std::function<void()> CancelOnDisconnect() const;
   void ObserveLatency(size_t tokens);
 
   JobSetup s_;
-  std::shared_ptr<http::SseWriter> writer_;  // set while streaming
+  bool streaming_ = false;
+  std::shared_ptr<http::Responder> responder_;
+  std::shared_ptr<http::SseWriter> writer_;  // set once the stream is open
+  bool open_failed_ = false;
   bool sent_first_chunk_ = false;
   std::string full_text_;
   absl::Status decode_error_;

@@ -9,15 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "router_config.h"
 #include "router_server.h"
-
-// The model-tokenizer conventions live with the offline CLI until they move to common/tokenizer.
-#if __has_include("tandem/tokenizer/model_tokenizer.h")
 #include "tandem/tokenizer/model_tokenizer.h"
-namespace model_tokenizer = tandem::tokenizer;
-#else
-#include "model_tokenizer.h"
-namespace model_tokenizer = tandem::generate;
-#endif
 
 namespace tandem::router {
 namespace {
@@ -63,7 +55,7 @@ int RunRouterMain(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  auto tok = model_tokenizer::LoadModelTokenizer(cfg.model, /*vocab_size=*/0);
+  auto tok = tokenizer::LoadModelTokenizer(cfg.model, /*vocab_size=*/0);
   if (!tok.ok()) {
     std::cerr << "error: tokenizer of " << cfg.model << ": " << tok.status().message() << "\n";
     return 1;

@@ -13,6 +13,7 @@ TextStream::TextStream(const tokenizer::Tokenizer& tokenizer, std::int32_t prev,
 
 absl::StatusOr<std::string> TextStream::Push(std::int32_t token) {
   if (stopped()) return std::string();
+  ++consumed_;
   if (std::find(stop_token_ids_.begin(), stop_token_ids_.end(), token) != stop_token_ids_.end()) {
     stopped_by_token_ = true;
     std::string out = stops_.Push(decoder_.Flush());

@@ -28,6 +28,8 @@ class TextStream {
   bool stopped() const { return stopped_by_token_ || stops_.stopped(); }
   // The ids behind the output: every generated id up to the stop, stop token ids excluded.
   const std::vector<std::int32_t>& token_ids() const { return token_ids_; }
+  // Tokens the output used: up to and including the one that stopped it.
+  std::size_t consumed() const { return consumed_; }
 
  private:
   tokenizer::IncrementalDecoder decoder_;
@@ -35,6 +37,7 @@ class TextStream {
   StopMatcher stops_;
   bool stopped_by_token_ = false;
   std::vector<std::int32_t> token_ids_;
+  std::size_t consumed_ = 0;
 };
 
 }  // namespace tandem::router

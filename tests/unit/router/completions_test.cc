@@ -122,6 +122,7 @@ TEST_F(RouterTest, StopSequenceCutsTheTextAndStopsTheWorker) {
   const json choice = json::parse(r.body)["choices"][0];
   EXPECT_EQ(choice["text"], "one. ");
   EXPECT_EQ(choice["finish_reason"], "stop");
+  EXPECT_EQ(json::parse(r.body)["usage"]["completion_tokens"], 8) << "up to the end of the match";
   EXPECT_TRUE(w->WaitForCall("Generate", milliseconds(1000)));
 
   // Streaming holds back "EN" until it knows whether "END" follows, and never shows it.

@@ -103,6 +103,22 @@ TEST_F(RouterTest, WorkerOverloadAnswers429WithRetryAfter) {
   ExpectNothingInFlight();
 }
 
+TEST_F(RouterTest, StreamsFailingBeforeTheFirstTokenGetTheirOwnStatus) {
+  StartRouter();
+  AddWorker("w1", v1::WORKER_ROLE_COMBINED, {.generate_status = grpc::StatusCode::RESOURCE_EXHAUSTED});
+  RawResponse head;
+  auto client = OpenStream("/v1/completions", {{"prompt", "x"}, {"stream", true}}, &head);
+  EXPECT_EQ(head.status, 429);
+  EXPECT_EQ(head.Header("retry-after"), "1");
+  EXPECT_EQ(head.Header("content-type"), "application/json");
+  workers_.clear();
+  AddWorker("w2", v1::WORKER_ROLE_COMBINED, {.generate_status = grpc::StatusCode::UNAVAILABLE});
+  client = OpenStream("/v1/chat/completions",
+                      {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"stream", true}}, &head);
+  EXPECT_EQ(head.status, 503);
+  ExpectNothingInFlight();
+}
+
 TEST_F(RouterTest, RouterInFlightLimitAnswers429) {
   StartRouter([](RouterConfig* c) { c->max_in_flight = 1; });
   FakeWorker* w = AddWorker("w1", v1::WORKER_ROLE_COMBINED, {.tokens = Ids("abc"), .hang_after = 1});
