@@ -92,8 +92,10 @@ void MlaAttention::Absorbed(const DeepseekV3LayerWeights& l, const MlaAbsorbedWe
     }
   }
   std::vector<float> latent_out(q_latent.size());
-  for (const MlaChunk& c : refs) {
-    kernels::MlaAttentionParams p;
+  std::vector<kernels::MlaAttentionParams> attention(refs.size());
+  for (std::size_t i = 0; i < refs.size(); ++i) {
+    const MlaChunk& c = refs[i];
+    kernels::MlaAttentionParams& p = attention[i];
     p.q_latent = q_latent.data() + static_cast<std::size_t>(c.row) * nh * r;
     p.q_rope = q_rope.data() + static_cast<std::size_t>(c.row) * nh * dr;
     p.out_latent = latent_out.data() + static_cast<std::size_t>(c.row) * nh * r;
@@ -104,8 +106,8 @@ void MlaAttention::Absorbed(const DeepseekV3LayerWeights& l, const MlaAbsorbedWe
     p.rope_dim = dr;
     p.scale = softmax_scale_;
     p.kv = c.kv;
-    be_->MlaAttention(p);
   }
+  be_->MlaAttentionBatch(attention);
   for (int hd = 0; hd < nh; ++hd) {
     for (int t = 0; t < T; ++t) {
       std::copy_n(latent_out.data() + (static_cast<std::size_t>(t) * nh + hd) * r, r,

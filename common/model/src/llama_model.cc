@@ -205,8 +205,11 @@ void LlamaModel::Layer(int l, std::span<const SequenceChunk> batch,
       std::memcpy(dst + kv_dim_, v_.data() + row * kv_dim_, kv_dim_ * sizeof(float));
     }
   }
+  // One backend call for the whole batch: a single decode token per sequence is too little work
+  // to be worth threading on its own.
+  std::vector<kernels::GqaAttentionParams> attention(batch.size());
   for (std::size_t c = 0; c < batch.size(); ++c) {
-    kernels::GqaAttentionParams p;
+    kernels::GqaAttentionParams& p = attention[c];
     p.q = q_.data() + rows[c].first_row * q_dim_;
     p.out = att_.data() + rows[c].first_row * q_dim_;
     p.n_tokens = static_cast<int>(rows[c].count);
@@ -218,8 +221,8 @@ void LlamaModel::Layer(int l, std::span<const SequenceChunk> batch,
     p.kv = kv.Layer(l, batch[c].block_table);
     p.k_offset = 0;
     p.v_offset = static_cast<int>(kv_dim_);
-    be.GqaAttention(p);
   }
+  be.GqaAttentionBatch(attention);
   be.MatMul(att_.data(), tokens, w.wo, xb_.data());
   be.Axpy(1.0f, xb_.data(), tokens * dim, x_.data());
 
