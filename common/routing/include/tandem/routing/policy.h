@@ -1,0 +1,104 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "tandem/routing/kv_index.h"
+#include "tandem/routing/worker_state.h"
+
+namespace tandem::routing {
+
+struct RouteRequest {
+  std::span<const BlockHash> block_hashes;  // the prompt's chained block hashes, in order
+  std::int64_t prompt_tokens = 0;
+  int block_size = 16;                      // tokens per block (the last block may be partial)
+  std::uint64_t session_id = 0;             // 0: no session
+  std::int64_t max_output_tokens = 0;       // 0: unknown
+};
+
+// What a policy sees: the KV index (event-fed) and every worker's state. Workers with role
+// kPrefill or kCombined may take the prefill; kDecode workers the decode. Without decode workers
+// the request runs where it was prefilled. workers[w] is slot w (WorkerTable::states() is).
+struct ClusterView {
+  const KvIndex* index = nullptr;
+  std::span<const WorkerState> workers;
+  double now_seconds = -1;  // same clock as WorkerTable's; < 0: unknown
+};
+
+struct RouteDecision {
+  WorkerSlot prefill = kNoWorker;
+  WorkerSlot decode = kNoWorker;  // kNoWorker: no decode pool, the prefill worker decodes
+  std::int64_t predicted_cached_tokens = 0;  // what the caller should expect the prefill to skip
+};
+
+// A routing policy. Route() may update the policy's own state (round-robin position, approximate
+// trees, sessions), so callers serialise calls; it never blocks and allocates nothing per call in
+// the steady state. Unavailable when no worker can take the request.
+class Policy {
+ public:
+  virtual ~Policy() = default;
+  virtual absl::string_view name() const = 0;
+  virtual absl::StatusOr<RouteDecision> Route(const RouteRequest& request,
+                                              const ClusterView& view) = 0;
+};
+
+// SGLang model gateway `cache_aware`.
+struct CacheAwareOptions {
+  int balance_abs_threshold = 64;
+  double balance_rel_threshold = 1.5;
+  double cache_threshold = 0.3;
+  std::size_t tree_max_blocks = std::size_t{1} << 20;  // its approximate tree, pruned LRU
+};
+
+// NVIDIA Dynamo KV router cost.
+struct DynamoCostOptions {
+  double overlap_weight = 1.0;
+  TierCredits credits;
+  std::uint64_t seed = 1;  // ties are broken at random, as Dynamo does
+};
+
+// Ours: joint prefill/decode choice from predicted TTFT and decode load.
+struct TandemOptions {
+  TierCredits credits;
+  // Prior prefill speed until a worker has reported one.
+  double prior_prefill_seconds_per_token = 1.0 / 8000;
+  double prefill_overhead_seconds = 0.02;
+  // Weight of this request's own prefill against the queue ahead of it: above 1, recomputing a
+  // prefix costs more than waiting for it, because the extra work also delays every later request.
+  double own_work_weight = 2.0;
+  double own_work_weight_per_queued = 0.0;  // added per request in flight per worker of the pool
+  // Among workers scored within this much of the best, take the longest cached prefix: a
+  // conversation that stays where its KV is hits again on every later turn.
+  double ttft_slack_seconds = 1.0;
+  double ttft_slack_ratio = 0.5;
+  // A session's previous worker wins while its predicted TTFT is this close to the best.
+  double session_slack_seconds = 0.25;
+  std::size_t max_sessions = 1 << 16;
+
+  // Bounded imbalance: never pick a worker with this many more requests in flight than the least
+  // loaded one of its pool.
+  int max_in_flight_spread = 16;
+  // Decode: predicted step time = base + per_sequence * batch + per_block * KV blocks.
+  double decode_base_seconds = 0.010;
+  double decode_per_sequence_seconds = 0.0003;
+  double decode_per_block_seconds = 0.00001;
+};
+
+std::unique_ptr<Policy> MakeRoundRobinPolicy();
+std::unique_ptr<Policy> MakeLeastLoadPolicy();
+std::unique_ptr<Policy> MakePowerOfTwoPolicy(std::uint64_t seed = 1);
+std::unique_ptr<Policy> MakeCacheAwarePolicy(CacheAwareOptions options = {});
+std::unique_ptr<Policy> MakeDynamoCostPolicy(DynamoCostOptions options = {});
+std::unique_ptr<Policy> MakeTandemPolicy(TandemOptions options = {});
+
+// By name: round-robin, least-load, power-of-two, sglang-cache-aware, dynamo-cost, tandem.
+// InvalidArgument naming the known policies otherwise.
+absl::StatusOr<std::unique_ptr<Policy>> MakePolicy(absl::string_view name);
+std::vector<std::string> PolicyNames();
+
+}  // namespace tandem::routing

@@ -1,0 +1,142 @@
+// Ours: prefill where the request's first token is predicted soonest, from the worker's queued
+// prefill work plus this prompt's uncached tokens at the worker's learnt speed; within a small slack
+// of the best, the longest cached prefix (keeps conversations where their KV is). A session sticks
+// to its previous worker while that costs little. No worker is picked with far more requests in
+// flight than its pool's least loaded. Decode where the predicted step time is lowest among workers
+// with KV room for the whole request.
+#include <cmath>
+
+#include "absl/container/flat_hash_map.h"
+#include "pools.h"
+#include "tandem/routing/policy.h"
+
+namespace tandem::routing {
+namespace {
+
+using internal::SlotList;
+
+class TandemPolicy final : public Policy {
+ public:
+  explicit TandemPolicy(TandemOptions options) : options_(options) {}
+
+  absl::string_view name() const override { return "tandem"; }
+
+  absl::StatusOr<RouteDecision> Route(const RouteRequest& request,
+                                      const ClusterView& view) override {
+    const SlotList prefill = internal::PrefillPool(view);
+    if (prefill.empty()) return internal::NoWorkerError("prefill");
+    internal::MatchPool(view, request, prefill, &match_);
+    RouteDecision d;
+    d.prefill = ChoosePrefill(request, view, prefill);
+    d.predicted_cached_tokens =
+        internal::CoveredTokens(match_[d.prefill].Credit(options_.credits), request);
+    d.decode = ChooseDecode(request, view, internal::DecodePool(view));
+    if (request.session_id != 0) {
+      if (sessions_.size() >= options_.max_sessions) sessions_.clear();  // cheap bound
+      sessions_[request.session_id] = d.prefill;
+    }
+    return d;
+  }
+
+ private:
+  static int MinInFlight(const ClusterView& view, const SlotList& pool) {
+    int min_in_flight = view.workers[pool.slots[0]].in_flight;
+    for (WorkerSlot w : pool) min_in_flight = std::min(min_in_flight, view.workers[w].in_flight);
+    return min_in_flight;
+  }
+
+  double PredictTtft(const RouteRequest& request, const WorkerState& s, double own_weight,
+                     double now_seconds) const {
+    const double seconds_per_token = s.prefill_seconds_per_token > 0
+                                         ? s.prefill_seconds_per_token
+                                         : options_.prior_prefill_seconds_per_token;
+    const std::int64_t cached =
+        internal::CoveredTokens(match_[s.slot].Credit(options_.credits), request);
+    const double uncached = static_cast<double>(request.prompt_tokens - cached);
+    double queued_seconds = static_cast<double>(s.queued_prefill_tokens) * seconds_per_token;
+    if (now_seconds >= 0 && s.prefill_head_started_seconds >= 0) {
+      queued_seconds = std::max(0.0, queued_seconds - (now_seconds - s.prefill_head_started_seconds));
+    }
+    const double wait = s.in_flight * options_.prefill_overhead_seconds + queued_seconds;
+    const double own = options_.prefill_overhead_seconds + uncached * seconds_per_token;
+    return wait + own_weight * own;
+  }
+
+  WorkerSlot ChoosePrefill(const RouteRequest& request, const ClusterView& view,
+                           const SlotList& pool) {
+    const int in_flight_cap = MinInFlight(view, pool) + options_.max_in_flight_spread;
+    // Recomputing what is cached elsewhere also delays the requests that will queue behind this
+    // one: the busier the pool, the more a hit is worth against a shorter queue.
+    double in_flight_sum = 0;
+    for (WorkerSlot w : pool) in_flight_sum += view.workers[w].in_flight;
+    const double own_weight =
+        options_.own_work_weight + options_.own_work_weight_per_queued * in_flight_sum / pool.size;
+    std::array<double, kMaxWorkers> ttft{};
+    double best_ttft = INFINITY;
+    for (WorkerSlot w : pool) {
+      const WorkerState& s = view.workers[w];
+      ttft[w] = s.in_flight > in_flight_cap ? INFINITY : PredictTtft(request, s, own_weight, view.now_seconds);
+      best_ttft = std::min(best_ttft, ttft[w]);
+    }
+    if (request.session_id != 0) {
+      auto it = sessions_.find(request.session_id);
+      if (it != sessions_.end() && (pool.mask & SlotBit(it->second)) != 0 &&
+          ttft[it->second] <= best_ttft + options_.session_slack_seconds) {
+        return it->second;
+      }
+    }
+    const double limit =
+        best_ttft + std::max(options_.ttft_slack_seconds, options_.ttft_slack_ratio * best_ttft);
+    WorkerSlot best = kNoWorker;
+    for (WorkerSlot w : pool) {
+      if (ttft[w] > limit) continue;
+      if (best == kNoWorker) {
+        best = w;
+        continue;
+      }
+      const double credit = match_[w].Credit(options_.credits);
+      const double best_credit = match_[best].Credit(options_.credits);
+      if (credit > best_credit || (credit == best_credit && ttft[w] < ttft[best])) best = w;
+    }
+    return best;
+  }
+
+  WorkerSlot ChooseDecode(const RouteRequest& request, const ClusterView& view,
+                          const SlotList& pool) const {
+    if (pool.empty()) return kNoWorker;
+    const std::int64_t need = internal::BlocksOf(
+        request.prompt_tokens + std::max<std::int64_t>(request.max_output_tokens, 0),
+        request.block_size);
+    const int in_flight_cap = MinInFlight(view, pool) + options_.max_in_flight_spread;
+    WorkerSlot best = kNoWorker;
+    bool best_fits = false;
+    double best_step = 0;
+    for (WorkerSlot w : pool) {
+      const WorkerState& s = view.workers[w];
+      if (s.in_flight > in_flight_cap) continue;
+      // Unknown capacity (no report yet) counts as room.
+      const bool fits = s.total_kv_blocks <= 0 || s.total_kv_blocks - s.active_blocks >= need;
+      const double step = options_.decode_base_seconds +
+                          options_.decode_per_sequence_seconds * (s.in_flight + 1) +
+                          options_.decode_per_block_seconds * static_cast<double>(s.active_blocks + need);
+      if (best == kNoWorker || (fits && !best_fits) || (fits == best_fits && step < best_step)) {
+        best = w;
+        best_fits = fits;
+        best_step = step;
+      }
+    }
+    return best;
+  }
+
+  TandemOptions options_;
+  MatchResult match_;
+  absl::flat_hash_map<std::uint64_t, WorkerSlot> sessions_;
+};
+
+}  // namespace
+
+std::unique_ptr<Policy> MakeTandemPolicy(TandemOptions options) {
+  return std::make_unique<TandemPolicy>(options);
+}
+
+}  // namespace tandem::routing

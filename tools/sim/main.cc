@@ -1,0 +1,142 @@
+// tandem-sim --trace FILE --prefill-workers N --decode-workers M --policy NAME [--policy NAME...]
+//            [--capacity-blocks B] [--speedup S] [--block-size T] [--decode-capacity-blocks B]
+//            [--prefill-slowdown F1,F2,...] [--tandem KEY=VALUE ...]
+// Prints one JSON object per policy, one per line; malformed trace lines go to stderr.
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "simulator.h"
+#include "trace.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: tandem-sim --trace FILE --prefill-workers N --decode-workers M --policy NAME\n"
+    "                  [--policy NAME ...] [--capacity-blocks B] [--speedup S] [--block-size T]\n"
+    "                  [--decode-capacity-blocks B] [--prefill-slowdown F1,F2,...]\n"
+    "                  [--tandem own_work_weight=X|ttft_slack_seconds=X|ttft_slack_ratio=X|\n"
+    "                            max_in_flight_spread=N|prior_prefill_seconds_per_token=X]\n"
+    "policies: round-robin least-load power-of-two sglang-cache-aware dynamo-cost tandem (or all)\n";
+
+struct Args {
+  std::string trace;
+  std::vector<std::string> policies;
+  tandem::sim::SimConfig config;
+  tandem::routing::TandemOptions tandem;  // --tandem KEY=VALUE: for sensitivity runs
+};
+
+bool SetTandemOption(absl::string_view assignment, tandem::routing::TandemOptions* o) {
+  const std::vector<std::string> kv = absl::StrSplit(assignment, absl::MaxSplits('=', 1));
+  double v;
+  if (kv.size() != 2 || !absl::SimpleAtod(kv[1], &v)) return false;
+  if (kv[0] == "own_work_weight") o->own_work_weight = v;
+  else if (kv[0] == "own_work_weight_per_queued") o->own_work_weight_per_queued = v;
+  else if (kv[0] == "ttft_slack_seconds") o->ttft_slack_seconds = v;
+  else if (kv[0] == "ttft_slack_ratio") o->ttft_slack_ratio = v;
+  else if (kv[0] == "max_in_flight_spread") o->max_in_flight_spread = static_cast<int>(v);
+  else if (kv[0] == "prior_prefill_seconds_per_token") o->prior_prefill_seconds_per_token = v;
+  else return false;
+  return true;
+}
+
+bool Fail(const std::string& message) {
+  std::cerr << "tandem-sim: " << message << "\n" << kUsage;
+  return false;
+}
+
+bool ParseArgs(int argc, char** argv, Args* args) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--help" || flag == "-h") return Fail("help requested");
+    if (i + 1 >= argc) return Fail(flag + " needs a value");
+    const std::string value = argv[++i];
+    auto as_int = [&](auto* out) {
+      std::int64_t v;
+      if (!absl::SimpleAtoi(value, &v)) return Fail(flag + " takes an integer, not '" + value + "'");
+      *out = static_cast<std::remove_pointer_t<decltype(out)>>(v);
+      return true;
+    };
+    tandem::sim::SimConfig& c = args->config;
+    if (flag == "--trace") {
+      args->trace = value;
+    } else if (flag == "--policy") {
+      if (value == "all") {
+        for (const std::string& name : tandem::routing::PolicyNames()) args->policies.push_back(name);
+      } else {
+        args->policies.push_back(value);
+      }
+    } else if (flag == "--prefill-workers") {
+      if (!as_int(&c.prefill_workers)) return false;
+    } else if (flag == "--decode-workers") {
+      if (!as_int(&c.decode_workers)) return false;
+    } else if (flag == "--capacity-blocks") {
+      if (!as_int(&c.capacity_blocks)) return false;
+    } else if (flag == "--decode-capacity-blocks") {
+      if (!as_int(&c.decode_capacity_blocks)) return false;
+    } else if (flag == "--block-size") {
+      if (!as_int(&c.block_size)) return false;
+    } else if (flag == "--speedup") {
+      if (!absl::SimpleAtod(value, &c.speedup)) return Fail("--speedup takes a number");
+    } else if (flag == "--prefill-slowdown") {
+      for (absl::string_view part : absl::StrSplit(value, ',')) {
+        double f;
+        if (!absl::SimpleAtod(part, &f)) return Fail("--prefill-slowdown takes numbers, comma-separated");
+        c.prefill_slowdown.push_back(f);
+      }
+    } else if (flag == "--tandem") {
+      if (!SetTandemOption(value, &args->tandem)) return Fail("bad --tandem option '" + value + "'");
+    } else {
+      return Fail("unknown flag " + flag);
+    }
+  }
+  if (args->trace.empty()) return Fail("--trace is required");
+  if (args->policies.empty()) return Fail("at least one --policy is required");
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  if (!ParseArgs(argc, argv, &args)) return 2;
+  absl::StatusOr<tandem::sim::Trace> trace =
+      tandem::sim::ReadTraceFile(args.trace, args.config.block_size);
+  if (!trace.ok()) {
+    std::cerr << "tandem-sim: " << trace.status().message() << "\n";
+    return 1;
+  }
+  for (const std::string& why : trace->skipped) {
+    std::cerr << "tandem-sim: " << args.trace << " " << why << " (skipped)\n";
+  }
+  if (trace->requests.empty()) {
+    std::cerr << "tandem-sim: no usable requests in " << args.trace << "\n";
+    return 1;
+  }
+  for (const std::string& name : args.policies) {
+    absl::StatusOr<std::unique_ptr<tandem::routing::Policy>> policy =
+        name == "tandem" ? tandem::routing::MakeTandemPolicy(args.tandem)
+                         : tandem::routing::MakePolicy(name);
+    if (!policy.ok()) {
+      std::cerr << "tandem-sim: " << policy.status().message() << "\n";
+      return 2;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    absl::StatusOr<tandem::sim::SimResult> result =
+        tandem::sim::Simulate(*trace, args.config, **policy);
+    if (!result.ok()) {
+      std::cerr << "tandem-sim: " << name << ": " << result.status().message() << "\n";
+      return 1;
+    }
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::cout << tandem::sim::ToJson(*result) << std::endl;
+    std::cerr << "tandem-sim: " << name << " replayed " << result->simulated_seconds
+              << " simulated s in " << wall << " s\n";
+  }
+  return 0;
+}

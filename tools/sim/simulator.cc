@@ -1,0 +1,353 @@
+#include "simulator.h"
+
+#include <algorithm>
+#include <deque>
+#include <queue>
+
+#include "absl/strings/str_cat.h"
+#include "block_lru.h"
+#include "stats.h"
+#include "tandem/routing/kv_index.h"
+#include "tandem/routing/worker_state.h"
+
+namespace tandem::sim {
+namespace {
+
+using routing::BlockHash;
+using routing::KvEvent;
+using routing::WorkerSlot;
+
+struct RequestState {
+  const TraceRequest* trace = nullptr;
+  double arrival = 0;
+  WorkerSlot prefill = routing::kNoWorker;
+  WorkerSlot decode = routing::kNoWorker;
+  std::int64_t predicted_uncached = 0;
+  std::int64_t blocks = 0;        // prompt blocks
+  std::int64_t decode_blocks = 0; // prompt + output blocks reserved on the decode worker
+  std::int64_t tokens_left = 0;   // decode tokens still to generate
+  double last_token = 0;
+  std::vector<BlockHash> to_store;  // blocks this prefill adds to its worker's cache
+  BlockHash parent = 0;
+  double compute_seconds = 0;
+  std::int64_t computed_tokens = 0;
+};
+
+struct PrefillWorker {
+  explicit PrefillWorker(std::int64_t capacity) : cache(capacity) {}
+  BlockLru cache;
+  std::deque<int> queue;
+  int running = -1;
+  std::uint64_t seq = 0;
+  double slowdown = 1;
+};
+
+struct DecodeWorker {
+  std::int64_t capacity = 0;
+  std::int64_t used = 0;
+  std::vector<int> active;
+  std::deque<int> waiting;
+  bool stepping = false;
+  double step_started = 0;
+};
+
+enum class EventType { kArrival, kPrefillDone, kKvLanded, kDecodeStep };
+
+struct Event {
+  double time;
+  std::uint64_t order;  // FIFO among equal times: deterministic runs
+  EventType type;
+  int id;  // request index or worker index
+  bool operator>(const Event& o) const {
+    return time != o.time ? time > o.time : order > o.order;
+  }
+};
+
+class Simulation {
+ public:
+  Simulation(const Trace& trace, const SimConfig& config, routing::Policy& policy)
+      : trace_(trace), config_(config), policy_(policy), index_(routing::KvIndex::Options{}) {}
+
+  absl::StatusOr<SimResult> Run() {
+    if (absl::Status s = Setup(); !s.ok()) return s;
+    for (std::size_t i = 0; i < trace_.requests.size(); ++i) {
+      requests_[i].trace = &trace_.requests[i];
+      requests_[i].arrival = trace_.requests[i].arrival_seconds / config_.speedup;
+      Push(requests_[i].arrival, EventType::kArrival, static_cast<int>(i));
+    }
+    while (!events_.empty()) {
+      const Event e = events_.top();
+      events_.pop();
+      now_ = e.time;
+      switch (e.type) {
+        case EventType::kArrival:
+          if (absl::Status s = Arrive(e.id); !s.ok()) return s;
+          break;
+        case EventType::kPrefillDone: FinishPrefill(e.id); break;
+        case EventType::kKvLanded: LandOnDecode(e.id); break;
+        case EventType::kDecodeStep: FinishStep(e.id); break;
+      }
+    }
+    return Summarise();
+  }
+
+ private:
+  absl::Status Setup() {
+    const SimConfig& c = config_;
+    if (c.prefill_workers < 1 || c.decode_workers < 1 ||
+        c.prefill_workers + c.decode_workers > routing::kMaxWorkers) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "need >= 1 prefill and >= 1 decode worker, at most ", routing::kMaxWorkers, " in all"));
+    }
+    if (c.capacity_blocks < 1 || c.decode_capacity_blocks < 0 || c.block_size < 1 ||
+        !(c.speedup > 0)) {
+      return absl::InvalidArgumentError("capacity, block size and speedup must be positive");
+    }
+    if (!c.prefill_slowdown.empty() &&
+        static_cast<int>(c.prefill_slowdown.size()) != c.prefill_workers) {
+      return absl::InvalidArgumentError("one prefill slowdown per prefill worker");
+    }
+    for (int p = 0; p < c.prefill_workers; ++p) {
+      prefill_.emplace_back(c.capacity_blocks);
+      if (!c.prefill_slowdown.empty()) prefill_.back().slowdown = c.prefill_slowdown[p];
+      if (!(prefill_.back().slowdown > 0)) {
+        return absl::InvalidArgumentError("prefill slowdowns must be positive");
+      }
+      if (absl::Status s = table_.Add(p, routing::Role::kPrefill); !s.ok()) return s;
+      if (absl::Status s = index_.AddWorker(p, /*incarnation=*/1); !s.ok()) return s;
+    }
+    const std::int64_t decode_capacity =
+        c.decode_capacity_blocks > 0 ? c.decode_capacity_blocks : c.capacity_blocks;
+    for (int d = 0; d < c.decode_workers; ++d) {
+      decode_.emplace_back().capacity = decode_capacity;
+      if (absl::Status s = table_.Add(DecodeSlot(d), routing::Role::kDecode); !s.ok()) return s;
+    }
+    requests_.resize(trace_.requests.size());
+    return absl::OkStatus();
+  }
+
+  WorkerSlot DecodeSlot(int d) const { return config_.prefill_workers + d; }
+  int DecodeIndex(WorkerSlot slot) const { return slot - config_.prefill_workers; }
+
+  void Push(double time, EventType type, int id) { events_.push(Event{time, next_order_++, type, id}); }
+
+  void SampleImbalance() {
+    double worst = 0;
+    bool any = false;
+    for (routing::Role role : {routing::Role::kPrefill, routing::Role::kDecode}) {
+      double sum = 0, max = 0;
+      int n = 0;
+      for (const routing::WorkerState& s : table_.states()) {
+        if (s.role != role) continue;
+        sum += s.in_flight;
+        max = std::max<double>(max, s.in_flight);
+        ++n;
+      }
+      // Below one request per worker max/mean only measures how few requests there are.
+      if (n == 0 || sum < n) continue;
+      worst = std::max(worst, max / (sum / n));
+      any = true;
+    }
+    if (!any) return;
+    imbalance_max_ = std::max(imbalance_max_, worst);
+    imbalance_sum_ += worst;
+    ++imbalance_samples_;
+  }
+
+  absl::Status Arrive(int id) {
+    RequestState& r = requests_[id];
+    const TraceRequest& t = *r.trace;
+    SampleImbalance();
+    routing::RouteRequest request{.block_hashes = t.chain,
+                                  .prompt_tokens = t.input_length,
+                                  .block_size = config_.block_size,
+                                  .max_output_tokens = t.output_length};
+    absl::StatusOr<routing::RouteDecision> decision =
+        policy_.Route(request, routing::ClusterView{
+        .index = &index_, .workers = table_.states(), .now_seconds = now_});
+    if (!decision.ok()) return decision.status();
+    if (decision->prefill < 0 || decision->prefill >= config_.prefill_workers ||
+        DecodeIndex(decision->decode) < 0 || DecodeIndex(decision->decode) >= config_.decode_workers) {
+      return absl::InternalError(absl::StrCat("policy ", policy_.name(), " chose a worker outside its pool"));
+    }
+    index_.Touch(t.chain);
+    r.prefill = decision->prefill;
+    r.decode = decision->decode;
+    r.blocks = static_cast<std::int64_t>(t.chain.size());
+    r.predicted_uncached = t.input_length - decision->predicted_cached_tokens;
+    r.decode_blocks = (t.input_length + t.output_length + config_.block_size - 1) / config_.block_size;
+    table_.OnPrefillDispatched(r.prefill, r.predicted_uncached, r.blocks, now_);
+    table_.OnDecodeDispatched(r.decode, r.decode_blocks);
+    PrefillWorker& w = prefill_[r.prefill];
+    w.queue.push_back(id);
+    if (w.running < 0) StartPrefill(r.prefill);
+    return absl::OkStatus();
+  }
+
+  void Publish(WorkerSlot p, KvEvent::Kind kind, BlockHash parent, std::vector<BlockHash> hashes) {
+    if (hashes.empty()) return;
+    KvEvent event;
+    event.seq = ++prefill_[p].seq;
+    event.kind = kind;
+    event.parent_hash = parent;
+    event.block_hashes = std::move(hashes);
+    absl::StatusOr<routing::EventOutcome> outcome = index_.Apply(p, event);
+    if (!outcome.ok() || *outcome != routing::EventOutcome::kApplied) ++index_gaps_;
+  }
+
+  void StartPrefill(WorkerSlot p) {
+    PrefillWorker& w = prefill_[p];
+    if (w.queue.empty()) {
+      w.running = -1;
+      return;
+    }
+    const int id = w.queue.front();
+    w.queue.pop_front();
+    w.running = id;
+    RequestState& r = requests_[id];
+    const TraceRequest& t = *r.trace;
+    const std::int64_t run = w.cache.LeadingRun(t.chain);
+    const std::int64_t hit = std::min(run * config_.block_size, t.input_length);
+    hit_tokens_ += static_cast<double>(hit);
+    prompt_tokens_ += static_cast<double>(t.input_length);
+    std::vector<BlockHash> evicted;
+    const std::span<const BlockHash> fresh = std::span(t.chain).subspan(run);
+    w.cache.Use(t.chain, &evicted);
+    Publish(p, KvEvent::Kind::kRemoved, 0, std::move(evicted));
+    r.to_store.clear();
+    for (BlockHash h : fresh) {
+      if (w.cache.Contains(h)) r.to_store.push_back(h);
+    }
+    r.parent = run > 0 ? t.chain[run - 1] : 0;
+    r.computed_tokens = t.input_length - hit;
+    r.compute_seconds = config_.prefill_overhead_seconds +
+                        static_cast<double>(r.computed_tokens) * config_.prefill_seconds_per_token *
+                            w.slowdown;
+    Push(now_ + r.compute_seconds, EventType::kPrefillDone, p);
+  }
+
+  void FinishPrefill(WorkerSlot p) {
+    PrefillWorker& w = prefill_[p];
+    const int id = w.running;
+    RequestState& r = requests_[id];
+    // The KV exists once computed: that is when the worker announces it.
+    Publish(p, KvEvent::Kind::kStored, r.parent, std::move(r.to_store));
+    table_.OnPrefillFinished(p, r.predicted_uncached, r.blocks, r.computed_tokens, r.compute_seconds,
+                             now_);
+    const double landed = now_ + static_cast<double>(r.blocks) * config_.kv_transfer_seconds_per_block;
+    ttft_.push_back(landed - r.arrival);
+    r.last_token = landed;
+    Push(landed, EventType::kKvLanded, id);
+    StartPrefill(p);
+  }
+
+  void LandOnDecode(int id) {
+    const int d = DecodeIndex(requests_[id].decode);
+    decode_[d].waiting.push_back(id);
+    Admit(d);
+  }
+
+  void Admit(int d) {
+    DecodeWorker& w = decode_[d];
+    while (!w.waiting.empty()) {
+      RequestState& r = requests_[w.waiting.front()];
+      // An oversized request still runs alone rather than never.
+      if (w.used + r.decode_blocks > w.capacity && !w.active.empty()) break;
+      const int id = w.waiting.front();
+      w.waiting.pop_front();
+      r.tokens_left = r.trace->output_length - 1;  // the first token came from prefill
+      if (r.tokens_left <= 0) {
+        Finish(d, id);
+        continue;
+      }
+      w.used += r.decode_blocks;
+      w.active.push_back(id);
+    }
+    if (!w.stepping && !w.active.empty()) StartStep(d);
+  }
+
+  void StartStep(int d) {
+    DecodeWorker& w = decode_[d];
+    w.stepping = true;
+    w.step_started = now_;
+    const double step = config_.decode_base_seconds +
+                        config_.decode_per_sequence_seconds * static_cast<double>(w.active.size()) +
+                        config_.decode_per_block_seconds * static_cast<double>(w.used);
+    Push(now_ + step, EventType::kDecodeStep, d);
+  }
+
+  void FinishStep(int d) {
+    DecodeWorker& w = decode_[d];
+    w.stepping = false;
+    table_.OnDecodeStep(DecodeSlot(d), static_cast<int>(w.active.size()), now_ - w.step_started);
+    std::vector<int> still;
+    still.reserve(w.active.size());
+    for (int id : w.active) {
+      RequestState& r = requests_[id];
+      itl_.push_back(now_ - r.last_token);
+      r.last_token = now_;
+      if (--r.tokens_left > 0) {
+        still.push_back(id);
+      } else {
+        w.used -= r.decode_blocks;
+        Finish(d, id);
+      }
+    }
+    w.active.swap(still);
+    Admit(d);
+  }
+
+  void Finish(int d, int id) {
+    table_.OnDecodeFinished(DecodeSlot(d), requests_[id].decode_blocks);
+    last_completion_ = std::max(last_completion_, now_);
+  }
+
+  SimResult Summarise() {
+    SimResult out;
+    out.policy = std::string(policy_.name());
+    out.requests = static_cast<std::int64_t>(trace_.requests.size());
+    out.hit_rate = prompt_tokens_ > 0 ? hit_tokens_ / prompt_tokens_ : 0;
+    out.hit_rate_bound = InfiniteCacheHitRate(trace_, config_.block_size);
+    out.ttft_p50 = Percentile(ttft_, 0.50);
+    out.ttft_p90 = Percentile(ttft_, 0.90);
+    out.ttft_p99 = Percentile(ttft_, 0.99);
+    out.itl_p50 = Percentile(itl_, 0.50);
+    out.itl_p99 = Percentile(itl_, 0.99);
+    out.imbalance_max = imbalance_max_;
+    out.imbalance_mean = imbalance_samples_ > 0 ? imbalance_sum_ / imbalance_samples_ : 0;
+    out.simulated_seconds = last_completion_;
+    out.index_gaps = index_gaps_;
+    return out;
+  }
+
+  const Trace& trace_;
+  const SimConfig& config_;
+  routing::Policy& policy_;
+  routing::KvIndex index_;
+  routing::WorkerTable table_;
+  std::vector<PrefillWorker> prefill_;
+  std::vector<DecodeWorker> decode_;
+  std::vector<RequestState> requests_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+  std::uint64_t next_order_ = 0;
+  double now_ = 0;
+  double hit_tokens_ = 0;
+  double prompt_tokens_ = 0;
+  std::vector<double> ttft_;
+  std::vector<double> itl_;
+  double imbalance_max_ = 0;
+  double imbalance_sum_ = 0;
+  std::int64_t imbalance_samples_ = 0;
+  double last_completion_ = 0;
+  std::int64_t index_gaps_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<SimResult> Simulate(const Trace& trace, const SimConfig& config,
+                                   routing::Policy& policy) {
+  Simulation simulation(trace, config, policy);
+  return simulation.Run();
+}
+
+}  // namespace tandem::sim

@@ -1,0 +1,56 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tandem/routing/policy.h"
+#include "trace.h"
+
+namespace tandem::sim {
+
+// The simulated cluster. Prefill workers run one prompt at a time, FIFO, costing
+// overhead + uncached tokens x seconds per token, and keep prompt KV in an LRU cache of
+// `capacity_blocks`; a hit is the leading run of the prompt's blocks still cached when its prefill
+// starts. The KV then moves to the decode worker (per-block transfer time); the first token is out
+// when it lands. Decode workers batch continuously: a step costs base + per sequence x batch +
+// per block x KV blocks held, and a request is admitted only when its prompt + output blocks fit.
+struct SimConfig {
+  int prefill_workers = 8;
+  int decode_workers = 8;
+  std::int64_t capacity_blocks = 2048;        // prefix cache per prefill worker
+  std::int64_t decode_capacity_blocks = 0;    // per decode worker; 0: same as capacity_blocks
+  int block_size = 512;
+  double speedup = 1.0;                       // arrival times are divided by this
+  double prefill_overhead_seconds = 0.02;
+  double prefill_seconds_per_token = 1.0 / 8000;
+  // Per prefill worker multipliers of the per-token cost (empty: all 1): a mixed fleet.
+  std::vector<double> prefill_slowdown;
+  double kv_transfer_seconds_per_block = 0.0005;
+  double decode_base_seconds = 0.010;
+  double decode_per_sequence_seconds = 0.0003;
+  double decode_per_block_seconds = 0.00001;
+};
+
+struct SimResult {
+  std::string policy;
+  std::int64_t requests = 0;
+  double hit_rate = 0;        // cached prompt tokens / prompt tokens
+  double hit_rate_bound = 0;  // the same with one infinite cache
+  double ttft_p50 = 0, ttft_p90 = 0, ttft_p99 = 0;
+  double itl_p50 = 0, itl_p99 = 0;
+  // max / mean requests in flight over a pool's workers, sampled at each arrival (worst pool).
+  double imbalance_max = 0, imbalance_mean = 0;
+  double simulated_seconds = 0;  // last completion
+  std::int64_t index_gaps = 0;   // KV events the index did not apply in order (should be 0)
+};
+
+// InvalidArgument for an impossible cluster; errors from the policy stop the run.
+absl::StatusOr<SimResult> Simulate(const Trace& trace, const SimConfig& config,
+                                   routing::Policy& policy);
+
+// One line of JSON; the keys tandem-sim documents.
+std::string ToJson(const SimResult& result);
+
+}  // namespace tandem::sim
