@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <iterator>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -249,6 +251,33 @@ TEST(HfBpeTokenizerTest, InvalidUtf8IsAnError) {
     auto ids = tok->Encode(bad, false);
     EXPECT_EQ(ids.status().code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_THAT(ids.status().message(), HasSubstr("UTF-8"));
+  }
+}
+
+TEST(HfBpeTokenizerTest, RandomBytesEncodeOrFailCleanly) {
+  Fixture f;
+  f.Merge("Ġ", "w");
+  f.Added(300, "<|bos|>", true);
+  auto tok = f.Load();
+  std::mt19937 rng(7);
+  const std::string alphabet[] = {"a", " ", "\n", "1", "中", "é", "<|bos|>", "\xff", "\xC3", "\x80"};
+  for (int i = 0; i < 2000; ++i) {
+    std::string text;
+    const int n = static_cast<int>(rng() % 20);
+    for (int k = 0; k < n; ++k) text += alphabet[rng() % std::size(alphabet)];
+    auto ids = tok->EncodeWithSpecialTokens(text, false);
+    if (!ids.ok()) {
+      EXPECT_EQ(ids.status().code(), absl::StatusCode::kInvalidArgument) << ids.status();
+      continue;
+    }
+    // Valid text round-trips exactly.
+    auto decoded = tok->Decode(*ids);
+    ASSERT_TRUE(decoded.ok());
+    std::string without_special = text;
+    for (std::size_t p; (p = without_special.find("<|bos|>")) != std::string::npos;) {
+      without_special.erase(p, 7);
+    }
+    EXPECT_EQ(*decoded, without_special);
   }
 }
 
