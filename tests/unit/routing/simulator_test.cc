@@ -1,0 +1,147 @@
+#include "simulator.h"
+
+#include <sstream>
+
+#include "gtest/gtest.h"
+
+namespace tandem::sim {
+namespace {
+
+constexpr double kEps = 1e-9;
+
+Trace Read(const std::string& text) {
+  std::istringstream in(text);
+  Trace trace = ReadTrace(in, 4);
+  EXPECT_TRUE(trace.skipped.empty());
+  return trace;
+}
+
+// One prefill and one decode worker with round numbers: 0.1 s per uncached token, 0.01 s per
+// transferred block, decode steps of 1 s + 0.5 s per sequence.
+SimConfig TinyCluster() {
+  SimConfig c;
+  c.prefill_workers = 1;
+  c.decode_workers = 1;
+  c.capacity_blocks = 100;
+  c.block_size = 4;
+  c.prefill_overhead_seconds = 0;
+  c.prefill_seconds_per_token = 0.1;
+  c.kv_transfer_seconds_per_block = 0.01;
+  c.decode_base_seconds = 1.0;
+  c.decode_per_sequence_seconds = 0.5;
+  c.decode_per_block_seconds = 0;
+  return c;
+}
+
+SimResult Replay(const Trace& trace, const SimConfig& config, const std::string& policy_name) {
+  auto policy = routing::MakePolicy(policy_name);
+  EXPECT_TRUE(policy.ok());
+  absl::StatusOr<SimResult> result = Simulate(trace, config, **policy);
+  EXPECT_TRUE(result.ok()) << result.status();
+  return result.ok() ? *result : SimResult{};
+}
+
+TEST(SimulatorTest, HandComputedTinyTrace) {
+  const Trace trace = Read(
+      // A: 8 tokens, nothing cached: 0.8 s prefill + 2 blocks x 0.01 -> TTFT 0.82; no decode.
+      R"({"timestamp": 0, "input_length": 8, "output_length": 1, "hash_ids": [1, 2]})"
+      "\n"
+      // B: 8 of 12 tokens cached: 0.4 s + 0.03 -> TTFT 0.43, lands at 10.43; two decode steps
+      // alone (1.5 s each) -> ITL 1.5, 1.5.
+      R"({"timestamp": 10000, "input_length": 12, "output_length": 3, "hash_ids": [1, 2, 3]})"
+      "\n"
+      // C: queued behind B: starts 10.4, 0.4 s + 0.01 -> lands 10.81, TTFT 0.81; joins at B's
+      // first step end (11.93): ITL 1.12, and its one decode token ends it.
+      R"({"timestamp": 10000, "input_length": 4, "output_length": 2, "hash_ids": [9]})"
+      "\n");
+  const SimResult r = Replay(trace, TinyCluster(), "round-robin");
+  EXPECT_EQ(r.policy, "round-robin");
+  EXPECT_EQ(r.requests, 3);
+  EXPECT_NEAR(r.hit_rate, 8.0 / 24.0, kEps);
+  EXPECT_NEAR(r.hit_rate_bound, 8.0 / 24.0, kEps);
+  // TTFTs 0.43, 0.81, 0.82: nearest rank p50 = 2nd, p90 = p99 = 3rd.
+  EXPECT_NEAR(r.ttft_p50, 0.81, kEps);
+  EXPECT_NEAR(r.ttft_p90, 0.82, kEps);
+  EXPECT_NEAR(r.ttft_p99, 0.82, kEps);
+  // ITLs 1.12, 1.5, 1.5.
+  EXPECT_NEAR(r.itl_p50, 1.5, kEps);
+  EXPECT_NEAR(r.itl_p99, 1.5, kEps);
+  EXPECT_NEAR(r.simulated_seconds, 10.43 + 1.5 + 1.5, kEps);
+  EXPECT_EQ(r.index_gaps, 0);
+}
+
+TEST(SimulatorTest, EvictionLosesTheHit) {
+  const std::string text =
+      R"({"timestamp": 0, "input_length": 8, "output_length": 1, "hash_ids": [1, 2]})"
+      "\n"
+      R"({"timestamp": 5000, "input_length": 4, "output_length": 1, "hash_ids": [5]})"
+      "\n"
+      R"({"timestamp": 10000, "input_length": 12, "output_length": 1, "hash_ids": [1, 2, 3]})"
+      "\n";
+  const Trace trace = Read(text);
+  SimConfig config = TinyCluster();
+  config.capacity_blocks = 3;  // [1, 2] and [5] fit together
+  EXPECT_NEAR(Replay(trace, config, "tandem").hit_rate, 8.0 / 24.0, kEps);
+  config.capacity_blocks = 2;  // [5] evicts the least recent of [1, 2]: the leaf, then 2 short
+  EXPECT_NEAR(Replay(trace, config, "tandem").hit_rate, 4.0 / 24.0, kEps);
+  config.capacity_blocks = 1;
+  EXPECT_NEAR(Replay(trace, config, "tandem").hit_rate, 0.0, kEps);
+}
+
+TEST(SimulatorTest, CacheAwarePoliciesFollowThePrefixAcrossWorkers) {
+  // Two conversations of three turns, far enough apart that no queue forms.
+  const Trace trace = Read(
+      R"({"timestamp": 0, "input_length": 8, "output_length": 1, "hash_ids": [1, 2]})"
+      "\n"
+      R"({"timestamp": 1000, "input_length": 8, "output_length": 1, "hash_ids": [7, 8]})"
+      "\n"
+      R"({"timestamp": 2000, "input_length": 12, "output_length": 1, "hash_ids": [7, 8, 9]})"
+      "\n"
+      R"({"timestamp": 3000, "input_length": 12, "output_length": 1, "hash_ids": [1, 2, 3]})"
+      "\n"
+      R"({"timestamp": 4000, "input_length": 16, "output_length": 1, "hash_ids": [1, 2, 3, 4]})"
+      "\n"
+      R"({"timestamp": 5000, "input_length": 16, "output_length": 1, "hash_ids": [7, 8, 9, 10]})"
+      "\n");
+  SimConfig config = TinyCluster();
+  config.prefill_workers = 2;
+  config.prefill_seconds_per_token = 0.01;
+  const double bound = (8 + 8 + 12 + 12) / 72.0;
+  for (const char* name : {"sglang-cache-aware", "dynamo-cost", "tandem"}) {
+    const SimResult r = Replay(trace, config, name);
+    EXPECT_NEAR(r.hit_rate, bound, kEps) << name;
+    EXPECT_NEAR(r.hit_rate_bound, bound, kEps);
+  }
+  // Round-robin alternates 0 1 0 1 0 1: the second turns miss; the third turns find only the
+  // first turn's two blocks (the second turn went elsewhere): 8 + 8 of 72.
+  EXPECT_NEAR(Replay(trace, config, "round-robin").hit_rate, 16.0 / 72.0, kEps);
+}
+
+TEST(SimulatorTest, RejectsImpossibleClusters) {
+  const Trace trace = Read(
+      R"({"timestamp": 0, "input_length": 4, "output_length": 1, "hash_ids": [1]})"
+      "\n");
+  auto policy = routing::MakeTandemPolicy();
+  SimConfig config = TinyCluster();
+  config.decode_workers = 0;
+  EXPECT_EQ(Simulate(trace, config, *policy).status().code(), absl::StatusCode::kInvalidArgument);
+  config = TinyCluster();
+  config.prefill_workers = 40;
+  config.decode_workers = 40;
+  EXPECT_EQ(Simulate(trace, config, *policy).status().code(), absl::StatusCode::kInvalidArgument);
+  config = TinyCluster();
+  config.prefill_slowdown = {1.0, 2.0};
+  EXPECT_EQ(Simulate(trace, config, *policy).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(SimulatorTest, SlowerWorkerTakesLonger) {
+  const Trace trace = Read(
+      R"({"timestamp": 0, "input_length": 8, "output_length": 1, "hash_ids": [1, 2]})"
+      "\n");
+  SimConfig config = TinyCluster();
+  config.prefill_slowdown = {3.0};
+  EXPECT_NEAR(Replay(trace, config, "least-load").ttft_p50, 2.4 + 0.02, kEps);
+}
+
+}  // namespace
+}  // namespace tandem::sim

@@ -1,0 +1,125 @@
+#include "cluster_fixture.h"
+
+namespace tandem::routing {
+namespace {
+
+using testing::ClusterFixture;
+
+class TandemPolicyTest : public ClusterFixture {
+ protected:
+  std::unique_ptr<Policy> policy_ = MakeTandemPolicy();
+};
+
+TEST_F(TandemPolicyTest, PrefersTheCachedWorkerWhenQueuesAreEqual) {
+  Build(2, 0);
+  Cache(1, Chain(1, 8));
+  const RouteDecision d = Route(*policy_, Request(Chain(1, 10)));
+  EXPECT_EQ(d.prefill, 1);
+  EXPECT_EQ(d.predicted_cached_tokens, 8 * 16);
+  EXPECT_EQ(d.decode, kNoWorker);
+}
+
+TEST_F(TandemPolicyTest, LeavesTheCacheWhenItsQueueCostsMoreThanTheHitSaves) {
+  Build(2, 0);
+  Cache(1, Chain(1, 8));                  // saves 128 tokens
+  QueuePrefill(1, 10, /*tokens=*/10000);  // ~12.5 s of queued work at the prior speed
+  EXPECT_EQ(Route(*policy_, Request(Chain(1, 10))).prefill, 0);
+}
+
+TEST_F(TandemPolicyTest, KeepsALongHitDespiteAShortQueue) {
+  Build(2, 0);
+  Cache(1, Chain(1, 400));  // 6,400 of 6,416 tokens cached: ~0.8 s saved
+  QueuePrefill(1, 1, /*tokens=*/800);  // 0.1 s queued
+  EXPECT_EQ(Route(*policy_, Request(Chain(1, 401))).prefill, 1);
+}
+
+TEST_F(TandemPolicyTest, LearntSpeedsOutweighQueueLengths) {
+  Build(2, 0);
+  // Worker 0 turns out 100x slower than worker 1.
+  table_.OnPrefillDispatched(0, 1000, 1);
+  table_.OnPrefillFinished(0, 1000, 1, 1000, 10.0);
+  table_.OnPrefillDispatched(1, 1000, 1);
+  table_.OnPrefillFinished(1, 1000, 1, 1000, 0.1);
+  // Worker 0 has the shorter queue in tokens (the prior speed would pick it), but it is slow.
+  QueuePrefill(0, 1, 10000);
+  QueuePrefill(1, 1, 20000);
+  EXPECT_EQ(Route(*policy_, Request(Chain(1, 4))).prefill, 1);
+}
+
+TEST_F(TandemPolicyTest, CountsWorkAlreadyDoneOnTheRunningPrefill) {
+  Build(2, 0);
+  // Both hold 16,000 queued tokens (2 s at the prior speed); worker 1's started 1.9 s ago.
+  table_.OnPrefillDispatched(0, 16000, 1, /*now_seconds=*/10.0);
+  table_.OnPrefillDispatched(1, 16000, 1, /*now_seconds=*/8.1);
+  Cache(0, Chain(1, 4));  // a small hit on worker 0 is not worth 1.9 s
+  const RouteRequest r = Request(Chain(1, 200));
+  ClusterView view = View();
+  view.now_seconds = 10.0;
+  absl::StatusOr<RouteDecision> d = policy_->Route(r, view);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->prefill, 1);
+}
+
+TEST_F(TandemPolicyTest, SessionsStayWhileItIsCheap) {
+  Build(2, 0);
+  RouteRequest r = Request(Chain(1, 4));
+  r.session_id = 42;
+  ASSERT_EQ(Route(*policy_, r).prefill, 0);
+  QueuePrefill(0, 1, 1000);  // 0.15 s more on worker 0
+  RouteRequest anonymous = r;
+  anonymous.session_id = 0;
+  EXPECT_EQ(Route(*policy_, anonymous).prefill, 1);
+  EXPECT_EQ(Route(*policy_, r).prefill, 0);
+  QueuePrefill(0, 10, 1000);  // now seconds behind: the session moves
+  EXPECT_EQ(Route(*policy_, r).prefill, 1);
+  // Worker 1 becomes slightly busier than worker 0: the session stays, a newcomer does not.
+  QueuePrefill(1, 11, 1000);
+  QueuePrefill(1, 1, 800);
+  EXPECT_EQ(Route(*policy_, anonymous).prefill, 0);
+  EXPECT_EQ(Route(*policy_, r).prefill, 1);
+}
+
+TEST_F(TandemPolicyTest, BoundsTheInFlightSpread) {
+  Build(2, 0);
+  Cache(1, Chain(1, 400));
+  // Worker 1 holds the whole prefix and its queued requests are cheap, but 17 more in flight than
+  // worker 0 exceeds the bound of 16.
+  QueuePrefill(1, 17, /*tokens=*/0);
+  EXPECT_EQ(Route(*policy_, Request(Chain(1, 400))).prefill, 0);
+  table_.OnPrefillFinished(1, 0, 1, 0, 0);  // 16 more: allowed again
+  EXPECT_EQ(Route(*policy_, Request(Chain(1, 400))).prefill, 1);
+}
+
+TEST_F(TandemPolicyTest, IgnoresAStaleWorkersCache) {
+  Build(2, 0);
+  Cache(1, Chain(1, 8));
+  KvEvent skipped;
+  skipped.seq = index_.last_seq(1) + 2;
+  ASSERT_EQ(*index_.Apply(1, skipped), EventOutcome::kGap);
+  const RouteDecision d = Route(*policy_, Request(Chain(1, 10)));
+  EXPECT_EQ(d.prefill, 0);
+  EXPECT_EQ(d.predicted_cached_tokens, 0);
+}
+
+TEST_F(TandemPolicyTest, PrefersDeviceHitsOverDiskHits) {
+  Build(2, 0);
+  Cache(0, Chain(1, 8), Tier::kDisk);
+  Cache(1, Chain(1, 8), Tier::kDevice);
+  EXPECT_EQ(Route(*policy_, Request(Chain(1, 10))).prefill, 1);
+}
+
+TEST_F(TandemPolicyTest, DecodeNeedsRoomThenTheFastestStep) {
+  Build(1, 2);
+  ASSERT_TRUE(table_.Report(1, 0, 0, 100, 100).ok());
+  ASSERT_TRUE(table_.Report(2, 0, 0, 100, 100).ok());
+  table_.OnDecodeDispatched(1, 95);  // little load but no room for 20 blocks
+  for (int i = 0; i < 5; ++i) table_.OnDecodeDispatched(2, 10);
+  RouteRequest r = Request(Chain(1, 10));
+  r.max_output_tokens = 160;  // 20 blocks in all
+  EXPECT_EQ(Route(*policy_, r).decode, 2);
+  table_.OnDecodeFinished(1, 95);  // both fit: the lighter one
+  EXPECT_EQ(Route(*policy_, r).decode, 1);
+}
+
+}  // namespace
+}  // namespace tandem::routing
