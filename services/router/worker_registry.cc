@@ -60,6 +60,12 @@ absl::StatusOr<v1::RegisterWorkerResponse> WorkerRegistry::Register(
   absl::MutexLock lock(&mu_);
   std::shared_ptr<grpc::Channel> channel;
   auto it = workers_.find(info.worker_id());
+  if (it != workers_.end() && SameRegistration(it->second->info(), info)) {
+    // The same process registering again (it lost touch with us): keep its entry, so requests
+    // in flight on it stay counted and watched.
+    Revive(*it->second);
+    return LeaseTerms();
+  }
   if (it != workers_.end()) {
     WorkerEntry& old = *it->second;
     // The old registration's requests must stop waiting on a process that is gone.
@@ -79,13 +85,29 @@ absl::StatusOr<v1::RegisterWorkerResponse> WorkerRegistry::Register(
   }
   PublishLoadLocked(*entry);
   workers_[info.worker_id()] = std::move(entry);
+  return LeaseTerms();
+}
 
+bool WorkerRegistry::SameRegistration(const v1::WorkerInfo& a, const v1::WorkerInfo& b) {
+  return a.incarnation() == b.incarnation() && a.grpc_endpoint() == b.grpc_endpoint() &&
+         a.role() == b.role() && a.model() == b.model() && a.max_context() == b.max_context();
+}
+
+v1::RegisterWorkerResponse WorkerRegistry::LeaseTerms() const {
   v1::RegisterWorkerResponse response;
   *response.mutable_version() = rpc::CurrentVersion();
   // Three heartbeats per lease: one lost heartbeat does not take a worker down.
   response.set_heartbeat_interval_ms(std::max(1, options_.lease_ms / 3));
   response.set_lease_ms(options_.lease_ms);
   return response;
+}
+
+void WorkerRegistry::Revive(WorkerEntry& entry) {
+  entry.last_seen_ = options_.now();
+  if (entry.up_) return;
+  entry.up_ = true;
+  if (entry.up_gauge_ != nullptr) entry.up_gauge_->Set(1);
+  std::cerr << "router: worker " << entry.id() << " is back\n";
 }
 
 v1::HeartbeatResponse WorkerRegistry::Heartbeat(const v1::HeartbeatRequest& request) {
@@ -97,13 +119,8 @@ v1::HeartbeatResponse WorkerRegistry::Heartbeat(const v1::HeartbeatRequest& requ
     return response;
   }
   WorkerEntry& entry = *it->second;
-  entry.last_seen_ = options_.now();
   entry.load_ = request.load();
-  if (!entry.up_) {
-    entry.up_ = true;
-    if (entry.up_gauge_ != nullptr) entry.up_gauge_->Set(1);
-    std::cerr << "router: worker " << entry.id() << " is back\n";
-  }
+  Revive(entry);
   PublishLoadLocked(entry);
   return response;
 }

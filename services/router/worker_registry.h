@@ -112,6 +112,9 @@ class WorkerRegistry {
 
  private:
   friend class WorkerLease;
+  static bool SameRegistration(const v1::WorkerInfo& a, const v1::WorkerInfo& b);
+  v1::RegisterWorkerResponse LeaseTerms() const;
+  void Revive(WorkerEntry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExpireLeasesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkDownLocked(WorkerEntry& entry, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PublishLoadLocked(WorkerEntry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

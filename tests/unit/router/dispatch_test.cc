@@ -134,6 +134,25 @@ TEST_F(RouterTest, RegistrationChecksBlockSizeAndHeartbeatsAskUnknownWorkersToRe
   EXPECT_TRUE(control_->Heartbeat(w.Info(2)));  // a restarted process: stale incarnation
 }
 
+TEST_F(RouterTest, AWorkerRestartCutsOffItsOldRequestsButReRegisteringDoesNot) {
+  StartRouter();
+  FakeWorker* w = AddWorker("w1", v1::WORKER_ROLE_COMBINED, {.tokens = Ids("abc"), .hang_after = 1});
+  RawResponse head;
+  auto client = OpenStream("/v1/completions", {{"prompt", "x"}, {"max_tokens", 3}, {"stream", true}}, &head);
+  ASSERT_TRUE(client->ReadEvent(milliseconds(5000)).has_value());
+  // The same process registering again leaves the stream alone...
+  ASSERT_TRUE(control_->Register(w->Info(/*incarnation=*/7)).ok());
+  EXPECT_FALSE(client->ReadEvent(milliseconds(200)).has_value());
+  EXPECT_EQ(Metric("tandem_router_worker_load{worker=\"w1\",role=\"combined\"}"), 1.0);
+  // ...a new incarnation means the old process is gone: its requests fail now.
+  ASSERT_TRUE(control_->Register(w->Info(/*incarnation=*/8)).ok());
+  auto event = client->ReadEvent(milliseconds(5000));
+  ASSERT_TRUE(event.has_value());
+  EXPECT_TRUE(json::parse(event->substr(6)).contains("error")) << *event;
+  EXPECT_TRUE(router_->registry().IsUp("w1"));
+  ExpectNothingInFlight();
+}
+
 TEST_F(RouterTest, ExpiredLeaseMarksAWorkerDownUntilItsNextHeartbeat) {
   std::atomic<std::int64_t> now_ms{1000000};
   StartRouter([](RouterConfig* c) { c->worker_lease_ms = 3000; },
