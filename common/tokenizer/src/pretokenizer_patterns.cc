@@ -171,7 +171,7 @@ absl::StatusOr<std::unique_ptr<Pattern>> RegexPattern(const std::string& regex,
     return Gpt2Pattern();
   }
   return FieldError(where, absl::StrCat("regex '", regex,
-                                        "' has no matcher (supported: the DeepSeek-V3/V4 and "
+                                        "' has no matcher (supported: the DeepSeek-V4 and "
                                         "GPT-2 pre-tokenizer patterns)"));
 }
 

@@ -36,8 +36,11 @@ enum class AddedTokenSpellings {
 // A Hugging Face `tokenizer.json` with a BPE model (byte-level or not), id-exact against the
 // reference `tokenizers` library for the components it supports: normalizers Sequence / Prepend /
 // Replace(String); pre-tokenizers Sequence / Split (String patterns, and the regex patterns of the
-// DeepSeek-V3/V4 and GPT-2 tokenizers, matched by hand-written matchers) / Digits / ByteLevel;
+// DeepSeek-V4 and GPT-2 tokenizers, matched by hand-written matchers) / Digits / ByteLevel;
 // decoders ByteLevel / Sequence. Anything else fails to load with an error naming the field.
+// The post_processor is not applied: callers ask for BOS with `add_bos` (DeepSeek's post-processor
+// adds nothing). For text that holds no added-token spelling, all AddedTokenSpellings agree.
+// Immutable after loading, so one instance may encode and decode from many threads.
 //
 // Text must be valid UTF-8 (the reference cannot be given anything else: a Python str that is not
 // valid Unicode is rejected); invalid input is an InvalidArgument error, never a crash.
