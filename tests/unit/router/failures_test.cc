@@ -143,6 +143,29 @@ TEST_F(RouterTest, RequestTimeoutIsEnforced) {
   ExpectNothingInFlight();
 }
 
+TEST_F(RouterTest, ShutdownEndsGenerationsInFlightAndTellsTheWorkers) {
+  StartRouter();
+  FakeWorker* w = AddWorker("w1", v1::WORKER_ROLE_COMBINED, {.tokens = Ids("abc"), .hang_after = 1});
+  RawResponse head;
+  auto stream = OpenStream("/v1/completions", {{"prompt", "x"}, {"max_tokens", 3}, {"stream", true}}, &head);
+  ASSERT_TRUE(stream->ReadEvent(milliseconds(5000)).has_value());
+  auto plain = RawClient::Connect(router_->http_port());
+  const std::string body = json{{"prompt", "y"}, {"max_tokens", 3}}.dump();
+  ASSERT_TRUE(plain->Send(absl::StrCat("POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Length: ",
+                                       body.size(), "\r\n\r\n", body)));
+  const auto start = Clock::now();
+  while (w->calls().size() < 2 && Clock::now() - start < std::chrono::seconds(5)) {
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  router_->Shutdown(absl::ZeroDuration());
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
+  auto answer = plain->ReadResponse(milliseconds(2000));
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(answer->status, 503);
+  EXPECT_TRUE(w->WaitForCall("Cancel", milliseconds(2000)));
+  EXPECT_EQ(router_->active_requests(), 0);
+}
+
 TEST_F(RouterTest, NoWorkersAnswers503) {
   StartRouter();
   RawResponse r = Post("/v1/completions", {{"prompt", "x"}});
