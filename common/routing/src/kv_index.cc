@@ -12,6 +12,9 @@ bool ValidTier(Tier tier) {
   return t >= 0 && t < kNumTiers;
 }
 
+// Far enough ahead to overlap several cache misses, near enough to stay in L1.
+constexpr std::size_t kPrefetchDistance = 8;
+
 template <typename Fn>
 void ForEachSlot(WorkerMask mask, Fn&& fn) {
   while (mask != 0) {
@@ -128,14 +131,15 @@ void KvIndex::Match(std::span<const BlockHash> chain, WorkerMask candidates,
                     MatchResult* out) const {
   out->workers.fill(WorkerOverlap{});
   WorkerMask alive = candidates & known_ & ~stale_;
-  for (BlockHash hash : chain) {
-    if (alive == 0) return;
-    auto it = map_.find(hash);
+  for (std::size_t i = 0; i < chain.size() && alive != 0; ++i) {
+    // Independent lookups: start the next ones' memory loads before this one's is needed.
+    if (i + kPrefetchDistance < chain.size()) map_.prefetch(chain[i + kPrefetchDistance]);
+    auto it = map_.find(chain[i]);
     if (it == map_.end()) return;
-    const Node& node = nodes_[it->second];
-    const WorkerMask device = node.owners[0] & alive;
-    const WorkerMask host = node.owners[1] & alive & ~device;
-    const WorkerMask disk = node.owners[2] & alive & ~device & ~host;
+    const Entry& entry = it->second;
+    const WorkerMask device = entry.owners[0] & alive;
+    const WorkerMask host = entry.owners[1] & alive & ~device;
+    const WorkerMask disk = entry.owners[2] & alive & ~device & ~host;
     alive = device | host | disk;
     ForEachSlot(device, [out](int w) { ++out->workers[w].device; });
     ForEachSlot(host, [out](int w) { ++out->workers[w].host; });
@@ -144,13 +148,17 @@ void KvIndex::Match(std::span<const BlockHash> chain, WorkerMask candidates,
 }
 
 void KvIndex::Touch(std::span<const BlockHash> chain) {
-  std::size_t known = 0;
-  while (known < chain.size() && map_.contains(chain[known])) ++known;
+  touch_scratch_.clear();
+  for (std::size_t i = 0; i < chain.size(); ++i) {
+    if (i + kPrefetchDistance < chain.size()) map_.prefetch(chain[i + kPrefetchDistance]);
+    auto it = map_.find(chain[i]);
+    if (it == map_.end()) break;
+    touch_scratch_.push_back(it->second.node);
+  }
   // Leaves first, roots last: roots end up most recent and are pruned last.
-  for (std::size_t i = known; i-- > 0;) {
-    const std::uint32_t n = map_.find(chain[i])->second;
-    Unlink(n);
-    PushFront(n);
+  for (auto n = touch_scratch_.rbegin(); n != touch_scratch_.rend(); ++n) {
+    Unlink(*n);
+    PushFront(*n);
   }
 }
 
@@ -160,10 +168,9 @@ void KvIndex::Store(WorkerSlot w, Tier tier, std::span<const BlockHash> hashes) 
   const WorkerMask bit = SlotBit(w);
   // Stored blocks run root to leaf; inserting leaves first leaves the roots most recent.
   for (auto it = hashes.rbegin(); it != hashes.rend(); ++it) {
-    const std::uint32_t n = FindOrCreate(*it);
-    Node& node = nodes_[n];
-    if ((node.owners[t] & bit) == 0) {
-      node.owners[t] |= bit;
+    Entry& entry = FindOrCreate(*it);
+    if ((entry.owners[t] & bit) == 0) {
+      entry.owners[t] |= bit;
       ++workers_[w].blocks[t];
     }
   }
@@ -177,20 +184,21 @@ void KvIndex::Remove(WorkerSlot w, Tier tier, std::span<const BlockHash> hashes)
   for (BlockHash hash : hashes) {
     auto it = map_.find(hash);
     if (it == map_.end()) continue;
-    Node& node = nodes_[it->second];
-    if ((node.owners[t] & bit) == 0) continue;
-    node.owners[t] &= ~bit;
+    Entry& entry = it->second;
+    if ((entry.owners[t] & bit) == 0) continue;
+    entry.owners[t] &= ~bit;
     --workers_[w].blocks[t];
-    if ((node.owners[0] | node.owners[1] | node.owners[2]) == 0) Free(it->second);
+    if (entry.empty()) Erase(hash);
   }
 }
 
-std::uint32_t KvIndex::FindOrCreate(BlockHash hash) {
-  auto [it, inserted] = map_.try_emplace(hash, kNil);
+KvIndex::Entry& KvIndex::FindOrCreate(BlockHash hash) {
+  auto [it, inserted] = map_.try_emplace(hash);
+  Entry& entry = it->second;
   if (!inserted) {
-    Unlink(it->second);
-    PushFront(it->second);
-    return it->second;
+    Unlink(entry.node);
+    PushFront(entry.node);
+    return entry;
   }
   std::uint32_t n;
   if (!free_.empty()) {
@@ -202,9 +210,9 @@ std::uint32_t KvIndex::FindOrCreate(BlockHash hash) {
     nodes_.emplace_back();
   }
   nodes_[n].hash = hash;
-  it->second = n;
+  entry.node = n;
   PushFront(n);
-  return n;
+  return entry;
 }
 
 void KvIndex::Unlink(std::uint32_t n) {
@@ -223,18 +231,18 @@ void KvIndex::PushFront(std::uint32_t n) {
   if (tail_ == kNil) tail_ = n;
 }
 
-void KvIndex::Free(std::uint32_t n) {
+void KvIndex::Erase(BlockHash hash) {
+  auto it = map_.find(hash);
+  const std::uint32_t n = it->second.node;
   Unlink(n);
-  map_.erase(nodes_[n].hash);
-  nodes_[n].owners = {};
+  map_.erase(it);
   free_.push_back(n);
 }
 
-void KvIndex::ClearOwner(std::uint32_t n, WorkerMask bit) {
-  Node& node = nodes_[n];
+void KvIndex::ClearOwner(Entry& entry, WorkerMask bit) {
   for (int t = 0; t < kNumTiers; ++t) {
-    if (node.owners[t] & bit) {
-      node.owners[t] &= ~bit;
+    if (entry.owners[t] & bit) {
+      entry.owners[t] &= ~bit;
       --workers_[std::countr_zero(bit)].blocks[t];
     }
   }
@@ -246,9 +254,10 @@ void KvIndex::ClearWorker(WorkerSlot w) {
   std::uint32_t n = head_;
   while (n != kNil) {
     const std::uint32_t next = nodes_[n].next;
-    ClearOwner(n, bit);
-    const Node& node = nodes_[n];
-    if ((node.owners[0] | node.owners[1] | node.owners[2]) == 0) Free(n);
+    const BlockHash hash = nodes_[n].hash;
+    Entry& entry = map_.find(hash)->second;
+    ClearOwner(entry, bit);
+    if (entry.empty()) Erase(hash);
     n = next;
   }
   workers_[w].blocks = {};
@@ -256,10 +265,11 @@ void KvIndex::ClearWorker(WorkerSlot w) {
 
 void KvIndex::Prune() {
   while (map_.size() > options_.max_blocks && tail_ != kNil) {
-    const std::uint32_t n = tail_;
-    ForEachSlot(nodes_[n].owners[0] | nodes_[n].owners[1] | nodes_[n].owners[2],
-                [this, n](int w) { ClearOwner(n, SlotBit(w)); });
-    Free(n);
+    const BlockHash hash = nodes_[tail_].hash;
+    Entry& entry = map_.find(hash)->second;
+    ForEachSlot(entry.owners[0] | entry.owners[1] | entry.owners[2],
+                [this, &entry](int w) { ClearOwner(entry, SlotBit(w)); });
+    Erase(hash);
   }
 }
 

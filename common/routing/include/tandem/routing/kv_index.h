@@ -79,9 +79,14 @@ class KvIndex {
 
  private:
   static constexpr std::uint32_t kNil = 0xffffffffu;
+  // Owners live in the map's slot, so a lookup reads one cache line; the LRU links live apart.
+  struct Entry {
+    std::uint32_t node = kNil;
+    std::array<WorkerMask, kNumTiers> owners{};
+    bool empty() const { return (owners[0] | owners[1] | owners[2]) == 0; }
+  };
   struct Node {
     BlockHash hash = 0;
-    std::array<WorkerMask, kNumTiers> owners{};
     std::uint32_t prev = kNil;
     std::uint32_t next = kNil;
   };
@@ -93,16 +98,17 @@ class KvIndex {
   };
 
   absl::Status CheckWorker(WorkerSlot w) const;
-  std::uint32_t FindOrCreate(BlockHash hash);
+  Entry& FindOrCreate(BlockHash hash);
   void Unlink(std::uint32_t n);
   void PushFront(std::uint32_t n);
-  void Free(std::uint32_t n);
-  void ClearOwner(std::uint32_t n, WorkerMask bit);
+  void Erase(BlockHash hash);
+  void ClearOwner(Entry& entry, WorkerMask bit);
   void ClearWorker(WorkerSlot w);
   void Prune();
 
   Options options_;
-  absl::flat_hash_map<BlockHash, std::uint32_t> map_;
+  absl::flat_hash_map<BlockHash, Entry> map_;
+  std::vector<std::uint32_t> touch_scratch_;
   std::vector<Node> nodes_;
   std::vector<std::uint32_t> free_;
   std::uint32_t head_ = kNil;  // most recent
