@@ -31,6 +31,15 @@ rocksdb::Options DbOptions() {
   return options;
 }
 
+// A cache can lose its newest blocks in a crash (they are recomputed), so block writes skip the
+// WAL: each block is written once, to a blob file at flush, instead of twice. A clean shutdown
+// flushes the memtable, so restarts keep everything.
+rocksdb::WriteOptions WriteOpts() {
+  rocksdb::WriteOptions options;
+  options.disableWAL = true;
+  return options;
+}
+
 }  // namespace
 
 DiskTier::DiskTier(const DiskTierOptions& options, const Clock* clock, EventLog* events,
@@ -175,7 +184,7 @@ absl::Status DiskTier::Put(const BlockKey& key, std::uint64_t parent_hash,
     ++stats_.evictions;
   }
   TANDEM_RETURN_IF_ERROR(
-      FromRocks(db_->Put(rocksdb::WriteOptions(), disk_value::EncodeKey(key), value), "put"));
+      FromRocks(db_->Put(WriteOpts(), disk_value::EncodeKey(key), value), "put"));
   IndexEntry entry;
   entry.parent_hash = parent_hash;
   entry.size_bytes = bytes.size();

@@ -36,6 +36,17 @@ std::uint32_t Checksum(const std::string& key, const char* value, std::size_t si
   return Crc32cExtend(crc, Bytes(value + 8, size - 8));
 }
 
+// Compressing a whole incompressible block (float KV usually is) costs as much as compressing
+// a compressible one; a 4 KiB sample decides first.
+bool SamplePays(std::span<const std::uint8_t> block) {
+  constexpr std::size_t kSample = 4096;
+  if (block.size() <= 2 * kSample) return true;
+  char out[LZ4_COMPRESSBOUND(kSample)];
+  const int n = LZ4_compress_default(reinterpret_cast<const char*>(block.data()), out, kSample,
+                                     sizeof(out));
+  return n > 0 && static_cast<std::size_t>(n) <= kSample - kSample / 8;
+}
+
 }  // namespace
 
 std::string EncodeKey(const BlockKey& key) {
@@ -66,7 +77,8 @@ std::string EncodeValue(const BlockKey& key, const Header& header,
                         bool* compressed) {
   std::string value;
   *compressed = false;
-  if (compression == DiskCompression::kLz4IfItPays && block.size() <= LZ4_MAX_INPUT_SIZE) {
+  if (compression == DiskCompression::kLz4IfItPays && block.size() <= LZ4_MAX_INPUT_SIZE &&
+      SamplePays(block)) {
     const int bound = LZ4_compressBound(static_cast<int>(block.size()));
     value.resize(kHeaderSize + static_cast<std::size_t>(bound));
     const int n = LZ4_compress_default(reinterpret_cast<const char*>(block.data()),
