@@ -12,22 +12,22 @@ double Seconds(std::chrono::steady_clock::duration d) {
 
 }  // namespace
 
-GenerationJob::GenerationJob(JobSetup setup) : s_(std::move(setup)) {}
+GenerationJob::GenerationJob(JobSetup setup) : setup_(std::move(setup)) {}
 
 absl::StatusOr<GenerationOutcome> GenerationJob::Dispatch() {
-  s_.ticket->Started();
+  setup_.ticket->Started();
   absl::StatusOr<GenerationOutcome> outcome =
-      s_.dispatcher->Run(s_.request, s_.plan, s_.canceller.get(), this);
-  s_.plan = WorkerPlan{};  // the workers' load drops now, not when the response is written
+      setup_.dispatcher->Run(setup_.request, setup_.plan, setup_.canceller.get(), this);
+  setup_.plan = WorkerPlan{};  // the workers' load drops now, not when the response is written
   if (!decode_error_.ok()) return decode_error_;
   return outcome;
 }
 
 v1::Usage GenerationJob::ClientUsage(const GenerationOutcome& outcome) const {
   v1::Usage usage;
-  usage.set_prompt_tokens(static_cast<std::uint32_t>(s_.request.prompt_ids.size()));
+  usage.set_prompt_tokens(static_cast<std::uint32_t>(setup_.request.prompt_ids.size()));
   // Tokens past a stop sequence were generated but are not part of the answer.
-  usage.set_completion_tokens(s_.text->stopped() ? static_cast<std::uint32_t>(s_.text->consumed())
+  usage.set_completion_tokens(setup_.text->stopped() ? static_cast<std::uint32_t>(setup_.text->consumed())
                                                  : outcome.usage.completion_tokens());
   usage.set_cached_prompt_tokens(outcome.usage.cached_prompt_tokens());
   return usage;
@@ -35,13 +35,13 @@ v1::Usage GenerationJob::ClientUsage(const GenerationOutcome& outcome) const {
 
 void GenerationJob::ObserveLatency(size_t tokens) {
   const auto now = std::chrono::steady_clock::now();
-  if (s_.metrics != nullptr) {
+  if (setup_.metrics != nullptr) {
     if (!seen_token_) {
-      s_.metrics->ttft_seconds->Observe(Seconds(now - s_.arrived));
+      setup_.metrics->ttft_seconds->Observe(Seconds(now - setup_.arrived));
     } else if (tokens > 0) {
       // Tokens arriving together shared the wait.
       const double per_token = Seconds(now - last_token_) / static_cast<double>(tokens);
-      for (size_t i = 0; i < tokens; ++i) s_.metrics->inter_token_latency_seconds->Observe(per_token);
+      for (size_t i = 0; i < tokens; ++i) setup_.metrics->inter_token_latency_seconds->Observe(per_token);
     }
   }
   seen_token_ = true;
@@ -50,43 +50,43 @@ void GenerationJob::ObserveLatency(size_t tokens) {
 
 bool GenerationJob::OnTokens(std::span<const std::int32_t> ids) {
   ObserveLatency(ids.size());
-  const size_t ids_before = s_.text->token_ids().size();
+  const size_t ids_before = setup_.text->token_ids().size();
   std::string delta;
   for (std::int32_t id : ids) {
-    absl::StatusOr<std::string> piece = s_.text->Push(id);
+    absl::StatusOr<std::string> piece = setup_.text->Push(id);
     if (!piece.ok()) {
       decode_error_ = absl::InternalError(
           absl::StrCat("the worker produced an undecodable token: ", piece.status().message()));
       return false;
     }
     delta += *piece;
-    if (s_.text->stopped()) break;
+    if (setup_.text->stopped()) break;
   }
   if (!streaming_) {
     full_text_ += delta;
-    return !s_.text->stopped();
+    return !setup_.text->stopped();
   }
   if (!OpenStream()) return false;
-  const auto& all_ids = s_.text->token_ids();
+  const auto& all_ids = setup_.text->token_ids();
   std::span<const std::int32_t> new_ids(all_ids.data() + ids_before, all_ids.size() - ids_before);
   if (!delta.empty() || !new_ids.empty() || !sent_first_chunk_) {
     const bool first = !sent_first_chunk_;
     sent_first_chunk_ = true;
-    if (!WriteEvent(FormatChunk(s_.response, first, delta, new_ids, ""))) return false;
+    if (!WriteEvent(FormatChunk(setup_.response, first, delta, new_ids, ""))) return false;
   }
-  return !s_.text->stopped();
+  return !setup_.text->stopped();
 }
 
 bool GenerationJob::WriteEvent(const std::string& data) {
-  absl::Status st = writer_->Write(http::SseEvent{.data = data}, s_.sse_write_timeout);
+  absl::Status st = writer_->Write(http::SseEvent{.data = data}, setup_.sse_write_timeout);
   if (st.ok()) return true;
   // A client that left or stopped reading: the workers must stop too.
-  s_.canceller->Cancel(absl::CancelledError(absl::StrCat("client stream: ", st.message())));
+  setup_.canceller->Cancel(absl::CancelledError(absl::StrCat("client stream: ", st.message())));
   return false;
 }
 
 std::function<void()> GenerationJob::CancelOnDisconnect() const {
-  std::weak_ptr<CallCanceller> weak = s_.canceller;
+  std::weak_ptr<CallCanceller> weak = setup_.canceller;
   return [weak] {
     if (auto canceller = weak.lock()) {
       canceller->Cancel(absl::CancelledError("the client disconnected"));
@@ -95,7 +95,7 @@ std::function<void()> GenerationJob::CancelOnDisconnect() const {
 }
 
 void GenerationJob::Answer(http::Response response) {
-  if (s_.metrics != nullptr) s_.metrics->CountRequest(s_.endpoint, response.status);
+  if (setup_.metrics != nullptr) setup_.metrics->CountRequest(setup_.endpoint, response.status);
   responder_->Respond(std::move(response));
 }
 
@@ -104,10 +104,10 @@ void GenerationJob::RunToCompletion(std::shared_ptr<http::Responder> responder) 
   responder_->OnCancel(CancelOnDisconnect());
   absl::StatusOr<GenerationOutcome> outcome = Dispatch();
   if (!outcome.ok()) return Answer(ApiError::FromStatus(outcome.status()).ToResponse());
-  full_text_ += s_.text->Finish();
-  const std::string finish = FinishReasonName(s_.text->stopped(), outcome->finish_reason);
-  Answer(http::Response::Json(200, FormatFullResponse(s_.response, full_text_,
-                                                      s_.text->token_ids(), finish,
+  full_text_ += setup_.text->Finish();
+  const std::string finish = FinishReasonName(setup_.text->stopped(), outcome->finish_reason);
+  Answer(http::Response::Json(200, FormatFullResponse(setup_.response, full_text_,
+                                                      setup_.text->token_ids(), finish,
                                                       ClientUsage(*outcome))));
 }
 
@@ -118,20 +118,20 @@ bool GenerationJob::OpenStream() {
   http::SseResponse sse;
   sse.on_open = [slot, guard = std::make_shared<AbandonOnDrop>(slot)](
                     std::shared_ptr<http::SseWriter> writer) { slot->Set(std::move(writer)); };
-  if (s_.metrics != nullptr) s_.metrics->CountRequest(s_.endpoint, 200);
+  if (setup_.metrics != nullptr) setup_.metrics->CountRequest(setup_.endpoint, 200);
   responder_->RespondStream(std::move(sse));
-  writer_ = slot->Wait(*s_.canceller, s_.sse_write_timeout);
+  writer_ = slot->Wait(*setup_.canceller, setup_.sse_write_timeout);
   if (writer_ == nullptr) {
     open_failed_ = true;
-    s_.canceller->Cancel(absl::CancelledError("the client left before the stream opened"));
+    setup_.canceller->Cancel(absl::CancelledError("the client left before the stream opened"));
     return false;
   }
-  if (s_.metrics != nullptr) s_.metrics->active_streams->Increment();
+  if (setup_.metrics != nullptr) setup_.metrics->active_streams->Increment();
   writer_->OnCancel(CancelOnDisconnect());
-  if (s_.response.endpoint == ApiEndpoint::kChatCompletions) {
+  if (setup_.response.endpoint == ApiEndpoint::kChatCompletions) {
     // Chat clients expect the assistant role before any content.
     sent_first_chunk_ = true;
-    return WriteEvent(FormatChunk(s_.response, /*first=*/true, "", {}, ""));
+    return WriteEvent(FormatChunk(setup_.response, /*first=*/true, "", {}, ""));
   }
   return true;
 }
@@ -152,21 +152,21 @@ void GenerationJob::RunStreaming(std::shared_ptr<http::Responder> responder) {
       WriteEvent("[DONE]");
     }
   } else if (OpenStream()) {
-    const std::string tail = s_.text->Finish();
-    const std::string finish = FinishReasonName(s_.text->stopped(), outcome->finish_reason);
+    const std::string tail = setup_.text->Finish();
+    const std::string finish = FinishReasonName(setup_.text->stopped(), outcome->finish_reason);
     bool ok = true;
     if (!tail.empty()) {
-      ok = WriteEvent(FormatChunk(s_.response, !sent_first_chunk_, tail, {}, ""));
+      ok = WriteEvent(FormatChunk(setup_.response, !sent_first_chunk_, tail, {}, ""));
       sent_first_chunk_ = true;
     }
-    ok = ok && WriteEvent(FormatChunk(s_.response, !sent_first_chunk_, "", {}, finish));
-    if (ok && s_.include_usage) ok = WriteEvent(FormatUsageChunk(s_.response, ClientUsage(*outcome)));
+    ok = ok && WriteEvent(FormatChunk(setup_.response, !sent_first_chunk_, "", {}, finish));
+    if (ok && setup_.include_usage) ok = WriteEvent(FormatUsageChunk(setup_.response, ClientUsage(*outcome)));
     if (ok) WriteEvent("[DONE]");
   }
   if (writer_ == nullptr) return;
   writer_->Close();
   writer_.reset();
-  if (s_.metrics != nullptr) s_.metrics->active_streams->Decrement();
+  if (setup_.metrics != nullptr) setup_.metrics->active_streams->Decrement();
 }
 
 }  // namespace tandem::router

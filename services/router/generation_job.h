@@ -61,7 +61,7 @@ class GenerationJob final : public TokenSink {
   std::function<void()> CancelOnDisconnect() const;
   void ObserveLatency(size_t tokens);
 
-  JobSetup s_;
+  JobSetup setup_;
   bool streaming_ = false;
   std::shared_ptr<http::Responder> responder_;
   std::shared_ptr<http::SseWriter> writer_;  // set once the stream is open
