@@ -177,15 +177,17 @@ def test_every_code_point_class(binary, deepseek):
 
 
 def test_decode_round_trip_and_reference_decode(binary, deepseek):
-    texts = [t for t in HARD + generated_strings(400, seed=99)]
-    ids = encode_tool(binary, DEEPSEEK_JSON, texts, "none")
-    assert decode_tool(binary, DEEPSEEK_JSON, ids) == texts
+    texts = HARD + generated_strings(400, seed=99) + ["😀😀", "x\U000e0001", "ab\U0010fffd"]
+    plain = encode_tool(binary, DEEPSEEK_JSON, texts, "none")
+    with_added = encode_tool(binary, DEEPSEEK_JSON, texts, "all")
+    # Sequences cut in the middle of a character decode like the reference (U+FFFD).
+    cut = [ids[:-1] for ids in plain[-3:]]
+    decoded = decode_tool(binary, DEEPSEEK_JSON, plain + with_added + cut)
+    assert decoded[:len(texts)] == texts
     # With added tokens: special ones decode to nothing (the reference's skip_special_tokens=True).
-    ids = encode_tool(binary, DEEPSEEK_JSON, texts, "all")
-    assert decode_tool(binary, DEEPSEEK_JSON, ids) == [deepseek.decode(i) for i in ids]
-    # A token sequence cut in the middle of a character decodes like the reference (U+FFFD).
-    cut = [i[:-1] for i in encode_tool(binary, DEEPSEEK_JSON, ["😀😀", "中文字符", "é"], "none")]
-    assert decode_tool(binary, DEEPSEEK_JSON, cut) == [deepseek.decode(i) for i in cut]
+    assert decoded[len(texts):2 * len(texts)] == [deepseek.decode(ids) for ids in with_added]
+    assert decoded[2 * len(texts):] == [deepseek.decode(ids) for ids in cut]
+    assert all("\ufffd" in d for d in decoded[2 * len(texts):])
 
 
 def test_invalid_utf8_is_rejected(binary):
