@@ -231,10 +231,13 @@ def _configs():
                                          pt.Split(Regex(r"\p{N}{1,3}"), "isolated"), pt.ByteLevel(use_regex=False, add_prefix_space=False)]),
                             normalizers.Sequence([normalizers.Prepend("_"), normalizers.Replace("ab", "X")])),
         "added-flags": (pt.ByteLevel(add_prefix_space=False, use_regex=True), None, added),
+        "added-normalized": (pt.ByteLevel(add_prefix_space=False, use_regex=True),
+                             normalizers.Sequence([normalizers.Prepend("_"), normalizers.Replace("ab", " spaced")]), added),
     }
 
 
-@pytest.mark.parametrize("name", ["gpt2", "gpt2-prefix", "digits", "digits-runs", "split-behaviors", "added-flags"])
+@pytest.mark.parametrize("name", ["gpt2", "gpt2-prefix", "digits", "digits-runs", "split-behaviors", "added-flags",
+                                  "added-normalized"])
 def test_other_components_match_reference(binary, tmp_path, name):
     cfg = _configs()[name]
     ref = _trained(cfg[0], cfg[1], cfg[2] if len(cfg) > 2 else ((), ()))

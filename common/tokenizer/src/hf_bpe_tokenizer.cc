@@ -141,8 +141,14 @@ absl::StatusOr<std::unique_ptr<HfBpeTokenizer>> HfBpeTokenizer::FromJson(
     tok->text_to_id_[t.content] = t.id;
   }
   tok->added_ = std::make_unique<internal::AddedTokenMatcher>(added, /*normalized=*/false);
+  // Tokens matched on normalized text are themselves normalized first, as the reference does
+  // (under Prepend("_") the token "word" is looked for as "_word").
+  std::vector<AddedToken> normalized_added = added;
+  for (AddedToken& t : normalized_added) {
+    if (t.normalized) t.content = tok->normalizer_->Normalize(t.content);
+  }
   tok->added_normalized_ =
-      std::make_unique<internal::AddedTokenMatcher>(added, /*normalized=*/true);
+      std::make_unique<internal::AddedTokenMatcher>(normalized_added, /*normalized=*/true);
 
   for (const char* bos : {"<｜begin▁of▁sentence｜>", "<|begin_of_text|>", "<s>"}) {
     if (const std::int32_t id = tok->TokenToId(bos); id >= 0 && tok->bos_id_ == kNoToken) {
