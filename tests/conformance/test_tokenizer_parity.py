@@ -230,13 +230,18 @@ def _configs():
                                          pt.Split("e", "removed"), pt.Split("x", "contiguous"), pt.Split("a", "isolated", invert=True),
                                          pt.Split(Regex(r"\p{N}{1,3}"), "isolated"), pt.ByteLevel(use_regex=False, add_prefix_space=False)]),
                             normalizers.Sequence([normalizers.Prepend("_"), normalizers.Replace("ab", "X")])),
+        "split-inverted": (pt.Sequence([pt.Split("o", "merged_with_next", invert=True),
+                                        pt.Split("e", "contiguous", invert=True), pt.Split("a", "removed", invert=True),
+                                        pt.Split("i", "merged_with_previous", invert=True),
+                                        pt.ByteLevel(use_regex=False, add_prefix_space=True)]), None),
         "added-flags": (pt.ByteLevel(add_prefix_space=False, use_regex=True), None, added),
         "added-normalized": (pt.ByteLevel(add_prefix_space=False, use_regex=True),
                              normalizers.Sequence([normalizers.Prepend("_"), normalizers.Replace("ab", " spaced")]), added),
     }
 
 
-@pytest.mark.parametrize("name", ["gpt2", "gpt2-prefix", "digits", "digits-runs", "split-behaviors", "added-flags",
+@pytest.mark.parametrize("name", ["gpt2", "gpt2-prefix", "digits", "digits-runs", "split-behaviors", "split-inverted",
+                                  "added-flags",
                                   "added-normalized"])
 def test_other_components_match_reference(binary, tmp_path, name):
     cfg = _configs()[name]
