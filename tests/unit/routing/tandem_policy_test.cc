@@ -48,10 +48,10 @@ TEST_F(TandemPolicyTest, LearntSpeedsOutweighQueueLengths) {
 
 TEST_F(TandemPolicyTest, CountsWorkAlreadyDoneOnTheRunningPrefill) {
   Build(2, 0);
-  // Both hold 16,000 queued tokens (2 s at the prior speed); worker 1's started 1.9 s ago.
-  table_.OnPrefillDispatched(0, 16000, 1, /*now_seconds=*/10.0);
-  table_.OnPrefillDispatched(1, 16000, 1, /*now_seconds=*/8.1);
-  Cache(0, Chain(1, 4));  // a small hit on worker 0 is not worth 1.9 s
+  // Both hold 48,000 queued tokens (6 s at the prior speed); worker 1's started 5.9 s ago.
+  table_.OnPrefillDispatched(0, 48000, 1, /*now_seconds=*/10.0);
+  table_.OnPrefillDispatched(1, 48000, 1, /*now_seconds=*/4.1);
+  Cache(0, Chain(1, 4));  // a small hit on worker 0 is not worth 5.9 s
   const RouteRequest r = Request(Chain(1, 200));
   ClusterView view = View();
   view.now_seconds = 10.0;

@@ -74,8 +74,8 @@ struct TandemOptions {
   double own_work_weight_per_queued = 0.0;  // added per request in flight per worker of the pool
   // Among workers scored within this much of the best, take the longest cached prefix: a
   // conversation that stays where its KV is hits again on every later turn.
-  double ttft_slack_seconds = 1.0;
-  double ttft_slack_ratio = 0.5;
+  double ttft_slack_seconds = 3.0;
+  double ttft_slack_ratio = 1.0;
   // A session's previous worker wins while its predicted TTFT is this close to the best.
   double session_slack_seconds = 0.25;
   std::size_t max_sessions = 1 << 16;
