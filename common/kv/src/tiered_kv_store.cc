@@ -1,6 +1,8 @@
 #include "tandem/kv/tiered_kv_store.h"
 
 #include <algorithm>
+#include <atomic>
+#include <climits>
 #include <chrono>
 #include <cstring>
 #include <utility>
@@ -31,13 +33,24 @@ std::uint64_t Fraction(std::uint64_t capacity, double fraction) {
 
 }  // namespace
 
+// One Fetch's disk part, shared by the fetch threads that work on it: each claims the next
+// unread block in chain order (the prefix the request needs comes first), and whichever finishes
+// last reports and promotes.
 struct TieredKvStore::FetchJob {
   TrafficClass cls = TrafficClass::kChat;
   std::vector<std::uint64_t> hashes;
   std::vector<std::span<std::uint8_t>> buffers;
   FetchCallback done;
-  std::size_t ready = 0;  // leading blocks already copied
+  std::size_t ready = 0;  // leading blocks copied before the job was queued
   SteadyClock::time_point started;
+
+  std::atomic<std::size_t> next{0};               // next block to claim
+  std::atomic<std::size_t> first_failed{SIZE_MAX};  // no point reading past a miss
+  std::atomic<int> workers_left{0};
+  std::vector<std::uint8_t> ok;                   // per block, written by its claimer
+  std::vector<std::vector<std::uint8_t>> promote; // disk blocks' bytes, for promotion
+  absl::Mutex status_mu;
+  absl::Status status;
 };
 
 TieredKvStore::TieredKvStore(const TieredKvStoreOptions& options, const Clock* clock)
@@ -236,10 +249,17 @@ void TieredKvStore::Fetch(TrafficClass cls, std::span<const std::uint64_t> hashe
     job->done(FetchResult{job->ready, absl::OkStatus()});
     return;
   }
+  const std::size_t remaining = job->hashes.size() - job->ready;
+  const int workers =
+      static_cast<int>(std::min<std::size_t>(remaining, fetch_threads_.size()));
+  job->next = job->ready;
+  job->workers_left = workers;
+  job->ok.assign(job->hashes.size(), 0);
+  job->promote.resize(job->hashes.size());
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
     if (!stopping_) {
-      fetch_queue_.push_back(std::move(job));
+      for (int i = 0; i < workers; ++i) fetch_queue_.push_back(job);
       job = nullptr;
     }
   }
@@ -247,7 +267,11 @@ void TieredKvStore::Fetch(TrafficClass cls, std::span<const std::uint64_t> hashe
     job->done(FetchResult{job->ready, absl::CancelledError("store is shutting down")});
     return;
   }
-  queue_cv_.notify_one();
+  if (workers == 1) {
+    queue_cv_.notify_one();
+  } else {
+    queue_cv_.notify_all();
+  }
 }
 
 std::future<FetchResult> TieredKvStore::Fetch(TrafficClass cls,
@@ -274,15 +298,11 @@ void TieredKvStore::FetchLoop() {
 }
 
 void TieredKvStore::RunFetchJob(FetchJob& job) {
-  struct Promotion {
-    BlockKey key;
-    std::vector<std::uint8_t> bytes;
-  };
-  std::vector<Promotion> promotions;
-  absl::Status status;
-  while (job.ready < job.hashes.size()) {
-    const BlockKey key{job.cls, job.hashes[job.ready]};
-    std::span<std::uint8_t> out = job.buffers[job.ready];
+  while (true) {
+    const std::size_t i = job.next.fetch_add(1);
+    if (i >= job.hashes.size() || i > job.first_failed.load()) break;
+    const BlockKey key{job.cls, job.hashes[i]};
+    std::span<std::uint8_t> out = job.buffers[i];
     BlockBytes host_bytes;
     {
       absl::MutexLock lock(&mu_);
@@ -293,12 +313,21 @@ void TieredKvStore::RunFetchJob(FetchJob& job) {
     }
     if (host_bytes != nullptr && host_bytes->size() == out.size()) {
       std::memcpy(out.data(), host_bytes->data(), out.size());
-      ++job.ready;
+      job.ok[i] = 1;
       continue;
     }
     absl::Status read = disk_->Read(key, out);
-    if (absl::IsInvalidArgument(read)) status = read;
-    if (!read.ok()) break;  // a miss ends the usable prefix; the caller recomputes the rest
+    if (!read.ok()) {
+      if (absl::IsInvalidArgument(read)) {
+        absl::MutexLock lock(&job.status_mu);
+        job.status = read;
+      }
+      // A miss ends the usable prefix; the caller recomputes from there.
+      std::size_t failed = job.first_failed.load();
+      while (i < failed && !job.first_failed.compare_exchange_weak(failed, i)) {
+      }
+      continue;
+    }
     const auto latency_us = std::chrono::duration_cast<std::chrono::microseconds>(
                                 SteadyClock::now() - job.started)
                                 .count();
@@ -310,11 +339,24 @@ void TieredKvStore::RunFetchJob(FetchJob& job) {
           disk_fetch_stats_.promotion_latency_us_max, static_cast<std::uint64_t>(latency_us));
     }
     // Copied before `done`: the caller owns the buffer again once it is called.
-    promotions.push_back(Promotion{key, std::vector<std::uint8_t>(out.begin(), out.end())});
-    ++job.ready;
+    job.promote[i].assign(out.begin(), out.end());
+    job.ok[i] = 1;
   }
-  job.done(FetchResult{job.ready, status});
-  for (const Promotion& p : promotions) Promote(p.key, p.bytes);
+  // acq_rel: the last worker sees every other worker's ok/promote writes.
+  if (job.workers_left.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  std::size_t ready = job.ready;
+  while (ready < job.hashes.size() && job.ok[ready]) ++ready;
+  absl::Status status;
+  {
+    absl::MutexLock lock(&job.status_mu);
+    status = job.status;
+  }
+  job.done(FetchResult{ready, status});
+  for (std::size_t i = job.ready; i < ready; ++i) {
+    if (!job.promote[i].empty()) {
+      Promote(BlockKey{job.cls, job.hashes[i]}, job.promote[i]);
+    }
+  }
 }
 
 void TieredKvStore::Promote(const BlockKey& key, std::span<const std::uint8_t> bytes) {

@@ -123,6 +123,27 @@ TEST_F(TieredKvStoreTest, PromotedBlocksComeBackToHostAsCleanCopies) {
   EXPECT_EQ(store->Lookup(TrafficClass::kChat, Range(1, 2))->available_prefix, 2u);
 }
 
+TEST_F(TieredKvStoreTest, FetchStopsAtTheFirstMissingBlockEvenWhenLaterOnesExist) {
+  TieredKvStoreOptions options = Options(/*host_blocks=*/10);
+  options.host_low_watermark = 0.5;
+  options.fetch_threads = 3;
+  auto store = Open(options);
+  PutChain(*store, TrafficClass::kChat, 1, 10);
+  ASSERT_TRUE(store->Step().ok());  // 1..5 on disk only
+  ASSERT_EQ(store->Lookup(TrafficClass::kChat, Range(1, 5))->host_prefix, 0u);
+  const std::vector<std::uint64_t> chain = {1, 2, 999, 4, 5};
+  std::vector<std::vector<std::uint8_t>> out;
+  FetchResult result = FetchInto(*store, TrafficClass::kChat, chain, out);
+  EXPECT_TRUE(result.status.ok());
+  ASSERT_EQ(result.blocks_ready, 2u);
+  EXPECT_EQ(out[0], RandomBlock(1, kBlock));
+  EXPECT_EQ(out[1], RandomBlock(2, kBlock));
+  // A chain served partly from host memory, partly from disk, in one call.
+  FetchResult mixed = FetchInto(*store, TrafficClass::kChat, Range(1, 10), out);
+  ASSERT_EQ(mixed.blocks_ready, 10u);
+  for (std::uint64_t h = 1; h <= 10; ++h) EXPECT_EQ(out[h - 1], RandomBlock(h, kBlock)) << h;
+}
+
 TEST_F(TieredKvStoreTest, DemotionIsPacedByTheTokenBucket) {
   TieredKvStoreOptions options = Options(/*host_blocks=*/100, /*disk_blocks=*/200);
   constexpr std::uint64_t kRate = 20 * kBlock;   // bytes per second
