@@ -38,7 +38,7 @@ AddedTokenMatcher::AddedTokenMatcher(const std::vector<AddedToken>& tokens, bool
     tokens_.push_back(t);
     std::uint32_t node = 0;
     for (const char c : t.content) {
-      const std::uint32_t key = node << 8 | static_cast<unsigned char>(c);
+      const std::uint64_t key = std::uint64_t{node} << 8 | static_cast<unsigned char>(c);
       auto [it, inserted] = edges_.try_emplace(key, static_cast<std::uint32_t>(terminal_.size()));
       if (inserted) terminal_.push_back(-1);
       node = it->second;
@@ -53,7 +53,7 @@ int AddedTokenMatcher::LongestAt(absl::string_view text, std::size_t pos) const 
   int best = -1;
   std::uint32_t node = 0;
   for (std::size_t i = pos; i < text.size(); ++i) {
-    const auto it = edges_.find(node << 8 | static_cast<unsigned char>(text[i]));
+    const auto it = edges_.find(std::uint64_t{node} << 8 | static_cast<unsigned char>(text[i]));
     if (it == edges_.end()) break;
     node = it->second;
     if (terminal_[node] >= 0) best = terminal_[node];

@@ -46,7 +46,7 @@ class AddedTokenMatcher {
 
   std::vector<AddedToken> tokens_;
   // Byte trie: edges keyed by (node << 8 | byte); terminal_[node] is a token index or -1.
-  absl::flat_hash_map<std::uint32_t, std::uint32_t> edges_;
+  absl::flat_hash_map<std::uint64_t, std::uint32_t> edges_;
   std::vector<int> terminal_;
   bool first_byte_[256] = {};
 };
