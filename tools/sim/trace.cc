@@ -49,6 +49,13 @@ absl::StatusOr<TraceRequest> ParseLine(const std::string& text, int block_size) 
   r.arrival_seconds = ts.get<double>() / 1000.0;
   r.input_length = j["input_length"].get<std::int64_t>();
   r.output_length = j["output_length"].get<std::int64_t>();
+  // Beyond any model's context: a typo, and one such line would stall the replay for hours.
+  constexpr std::int64_t kMaxTokens = std::int64_t{1} << 24;
+  if (r.input_length > kMaxTokens || r.input_length < 0 || r.output_length > kMaxTokens ||
+      r.output_length < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'input_length' and 'output_length' must be at most ", kMaxTokens));
+  }
   const std::int64_t expected = (r.input_length + block_size - 1) / block_size;
   if (static_cast<std::int64_t>(ids.size()) != expected) {
     return absl::InvalidArgumentError(absl::StrCat("'hash_ids' has ", ids.size(), " ids but ",

@@ -1,5 +1,8 @@
 #include "tandem/routing/kv_index.h"
 
+#include <random>
+#include <set>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -187,6 +190,74 @@ TEST(KvIndexPruneTest, PrunesLeavesBeforeRoots) {
   MatchResult m;
   index.Match(std::vector<BlockHash>{1, 2, 3}, ~WorkerMask{0}, &m);
   EXPECT_EQ(m[0].blocks(), 2);
+}
+
+}  // namespace
+}  // namespace tandem::routing
+
+namespace tandem::routing {
+namespace {
+
+// Random stores, removals, snapshots and restarts against a plain set of (worker, tier, hash):
+// every match, count and size must agree (no pruning: the bound is never reached).
+TEST(KvIndexModelTest, AgreesWithAPlainSetUnderRandomOperations) {
+  constexpr int kWorkers = 4;
+  KvIndex index(KvIndex::Options{.max_blocks = 1 << 20});
+  std::set<std::tuple<int, int, BlockHash>> model;
+  std::mt19937 rng(7);
+  std::vector<std::uint64_t> seq(kWorkers, 0);
+  for (int w = 0; w < kWorkers; ++w) ASSERT_TRUE(index.AddWorker(w, 1).ok());
+  auto random_hashes = [&](int n) {
+    std::vector<BlockHash> h;
+    for (int i = 0; i < n; ++i) h.push_back(1 + rng() % 40);
+    return h;
+  };
+  for (int step = 0; step < 3000; ++step) {
+    const int w = static_cast<int>(rng() % kWorkers);
+    const Tier tier = static_cast<Tier>(rng() % kNumTiers);
+    const int t = static_cast<int>(tier);
+    const int op = static_cast<int>(rng() % 20);
+    if (op < 10) {
+      KvEvent e = Stored(++seq[w], random_hashes(1 + rng() % 5), tier);
+      ASSERT_EQ(*index.Apply(w, e), EventOutcome::kApplied);
+      for (BlockHash h : e.block_hashes) model.insert({w, t, h});
+    } else if (op < 18) {
+      KvEvent e = Removed(++seq[w], random_hashes(1 + rng() % 5), tier);
+      ASSERT_EQ(*index.Apply(w, e), EventOutcome::kApplied);
+      for (BlockHash h : e.block_hashes) model.erase({w, t, h});
+    } else if (op == 18) {
+      std::vector<BlockHash> kept = random_hashes(3);
+      ASSERT_EQ(*index.Apply(w, Snapshot(++seq[w], {{tier, kept}})), EventOutcome::kApplied);
+      std::erase_if(model, [w](const auto& e) { return std::get<0>(e) == w; });
+      for (BlockHash h : kept) model.insert({w, t, h});
+    } else {
+      ASSERT_TRUE(index.AddWorker(w, 2 + step).ok());  // restart
+      seq[w] = 0;
+      std::erase_if(model, [w](const auto& e) { return std::get<0>(e) == w; });
+    }
+    // Check one random chain and the counts.
+    const std::vector<BlockHash> chain = random_hashes(4);
+    MatchResult m;
+    index.Match(chain, ~WorkerMask{0}, &m);
+    std::set<BlockHash> distinct;
+    for (const auto& [mw, mt, mh] : model) distinct.insert(mh);
+    ASSERT_EQ(index.size(), distinct.size()) << "step " << step;
+    for (int v = 0; v < kWorkers; ++v) {
+      int expected = 0;
+      for (BlockHash h : chain) {
+        bool held = false;
+        for (int tt = 0; tt < kNumTiers; ++tt) held = held || model.count({v, tt, h}) > 0;
+        if (!held) break;
+        ++expected;
+      }
+      ASSERT_EQ(m[v].blocks(), expected) << "step " << step << " worker " << v;
+      for (int tt = 0; tt < kNumTiers; ++tt) {
+        std::int64_t count = 0;
+        for (const auto& [mw, mt, mh] : model) count += (mw == v && mt == tt);
+        ASSERT_EQ(index.blocks_on(v, static_cast<Tier>(tt)), count);
+      }
+    }
+  }
 }
 
 }  // namespace

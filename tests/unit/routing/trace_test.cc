@@ -34,6 +34,8 @@ TEST(TraceTest, SkipsMalformedLinesNamingThem) {
       R"({"timestamp": 100, "input_length": 5, "output_length": 0, "hash_ids": [3, 4]})"
       "\n"
       R"({"timestamp": -1, "input_length": 4, "output_length": 0, "hash_ids": [3]})"
+      "\n"
+      R"({"timestamp": 1, "input_length": 4, "output_length": 99999999999, "hash_ids": [3]})"
       "\n");
   ASSERT_EQ(trace.requests.size(), 2u);
   // Sorted by arrival: line 9 (100 ms) before line 1 (500 ms).
@@ -42,7 +44,7 @@ TEST(TraceTest, SkipsMalformedLinesNamingThem) {
   EXPECT_EQ(trace.requests[0].input_length, 5);
   EXPECT_EQ(trace.requests[0].output_length, 0);
   EXPECT_EQ(trace.requests[1].line, 1);
-  ASSERT_EQ(trace.skipped.size(), 7u);
+  ASSERT_EQ(trace.skipped.size(), 8u);
   EXPECT_THAT(trace.skipped[0], HasSubstr("line 2: not valid JSON"));
   EXPECT_THAT(trace.skipped[1], HasSubstr("line 3: not a JSON object"));
   EXPECT_THAT(trace.skipped[2], HasSubstr("line 4: missing 'hash_ids'"));
@@ -50,6 +52,7 @@ TEST(TraceTest, SkipsMalformedLinesNamingThem) {
   EXPECT_THAT(trace.skipped[4], HasSubstr("line 6: 'hash_ids' has 2 ids but 9 tokens need 3"));
   EXPECT_THAT(trace.skipped[5], HasSubstr("line 8: 'hash_ids' must hold"));
   EXPECT_THAT(trace.skipped[6], HasSubstr("line 10: 'timestamp'"));
+  EXPECT_THAT(trace.skipped[7], HasSubstr("line 11: 'input_length' and 'output_length' must be"));
 }
 
 TEST(TraceTest, HashesAreChainedSoOnlySharedPrefixesMatch) {
