@@ -85,7 +85,9 @@ bool ParseArgs(int argc, char** argv, Args* args) {
     } else if (flag == "--prefill-slowdown") {
       for (absl::string_view part : absl::StrSplit(value, ',')) {
         double f;
-        if (!absl::SimpleAtod(part, &f)) return Fail("--prefill-slowdown takes numbers, comma-separated");
+        if (!absl::SimpleAtod(part, &f)) {
+          return Fail("--prefill-slowdown takes numbers, comma-separated");
+        }
         c.prefill_slowdown.push_back(f);
       }
     } else if (flag == "--tandem") {

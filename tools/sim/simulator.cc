@@ -167,8 +167,10 @@ class Simulation {
         .index = &index_, .workers = table_.states(), .now_seconds = now_});
     if (!decision.ok()) return decision.status();
     if (decision->prefill < 0 || decision->prefill >= config_.prefill_workers ||
-        DecodeIndex(decision->decode) < 0 || DecodeIndex(decision->decode) >= config_.decode_workers) {
-      return absl::InternalError(absl::StrCat("policy ", policy_.name(), " chose a worker outside its pool"));
+        DecodeIndex(decision->decode) < 0 ||
+        DecodeIndex(decision->decode) >= config_.decode_workers) {
+      return absl::InternalError(
+          absl::StrCat("policy ", policy_.name(), " chose a worker outside its pool"));
     }
     index_.Touch(t.chain);
     r.prefill = decision->prefill;

@@ -75,7 +75,9 @@ class TandemPolicy final : public Policy {
     double best_ttft = INFINITY;
     for (WorkerSlot w : pool) {
       const WorkerState& s = view.workers[w];
-      ttft[w] = s.in_flight > in_flight_cap ? INFINITY : PredictTtft(request, s, own_weight, view.now_seconds);
+      ttft[w] = s.in_flight > in_flight_cap
+                    ? INFINITY
+                    : PredictTtft(request, s, own_weight, view.now_seconds);
       best_ttft = std::min(best_ttft, ttft[w]);
     }
     if (request.session_id != 0) {
@@ -118,7 +120,8 @@ class TandemPolicy final : public Policy {
       const bool fits = s.total_kv_blocks <= 0 || s.total_kv_blocks - s.active_blocks >= need;
       const double step = options_.decode_base_seconds +
                           options_.decode_per_sequence_seconds * (s.in_flight + 1) +
-                          options_.decode_per_block_seconds * static_cast<double>(s.active_blocks + need);
+                          options_.decode_per_block_seconds *
+                              static_cast<double>(s.active_blocks + need);
       if (best == kNoWorker || (fits && !best_fits) || (fits == best_fits && step < best_step)) {
         best = w;
         best_fits = fits;
