@@ -109,7 +109,7 @@ absl::Status DiskTier::LoadIndex() {
   // No access history survives a restart; the oldest written is the best guess of the coldest.
   std::stable_sort(loaded.begin(), loaded.end(),
                    [](const Loaded& a, const Loaded& b) { return a.written_ms < b.written_ms; });
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   stats_.expirations += expired;
   stats_.corruptions += unusable.size() - expired;
   for (Loaded& block : loaded) {
@@ -135,7 +135,7 @@ void DiskTier::IndexInsertLocked(const BlockKey& key, IndexEntry entry, bool mos
   events_->Publish(KvTier::kDisk, KvEvent::Kind::kStored, key, parent);
 }
 
-absl::Status DiskTier::RemoveLocked(const BlockKey& key) {
+absl::Status DiskTier::RemoveLocked(BlockKey key) {
   auto it = index_.find(key);
   if (it == index_.end()) return absl::NotFoundError("block not on disk");
   TANDEM_RETURN_IF_ERROR(
@@ -161,7 +161,7 @@ absl::Status DiskTier::Put(const BlockKey& key, std::uint64_t parent_hash,
   const std::int64_t now = clock_->NowUnixMs();
   if (expiry_unix_ms <= now) return absl::InvalidArgumentError("block is already expired");
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (index_.contains(key)) return absl::AlreadyExistsError("block already on disk");
   }
   // Compress outside the lock: it is the expensive part and touches no shared state.
@@ -177,7 +177,7 @@ absl::Status DiskTier::Put(const BlockKey& key, std::uint64_t parent_hash,
                                                      " bytes, disk capacity is ",
                                                      options_.capacity_bytes));
   }
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (index_.contains(key)) return absl::AlreadyExistsError("block already on disk");
   while (used_bytes_ + value.size() > options_.capacity_bytes && !lru_.empty()) {
     TANDEM_RETURN_IF_ERROR(RemoveLocked(lru_.front()));
@@ -199,7 +199,7 @@ absl::Status DiskTier::Put(const BlockKey& key, std::uint64_t parent_hash,
 absl::Status DiskTier::Read(const BlockKey& key, std::span<std::uint8_t> out) {
   TANDEM_RETURN_IF_ERROR(ValidateTrafficClass(key.cls));
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     auto it = index_.find(key);
     if (it == index_.end()) {
       ++stats_.misses;
@@ -231,7 +231,7 @@ absl::Status DiskTier::Read(const BlockKey& key, std::span<std::uint8_t> out) {
     DropUnusable(key, got.IsNotFound());
     return absl::NotFoundError(absl::StrCat("block on disk unusable: ", decoded.message()));
   }
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   ++stats_.hits;
   stats_.bytes_read += out.size();
   if (auto it = index_.find(key); it != index_.end()) {
@@ -241,7 +241,7 @@ absl::Status DiskTier::Read(const BlockKey& key, std::span<std::uint8_t> out) {
 }
 
 void DiskTier::DropUnusable(const BlockKey& key, bool missing) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   ++stats_.misses;
   ++stats_.corruptions;
   // Re-check under the lock: a Put may have replaced the entry since the failed read.
@@ -268,7 +268,7 @@ absl::StatusOr<std::vector<std::uint8_t>> DiskTier::Get(const BlockKey& key) {
 bool DiskTier::Contains(const BlockKey& key) const { return Describe(key).ok(); }
 
 absl::StatusOr<BlockRecord> DiskTier::Describe(const BlockKey& key) const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = index_.find(key);
   if (it == index_.end() || it->second.expiry_unix_ms <= clock_->NowUnixMs()) {
     return absl::NotFoundError("block not on disk");
@@ -278,20 +278,20 @@ absl::StatusOr<BlockRecord> DiskTier::Describe(const BlockKey& key) const {
 }
 
 void DiskTier::Touch(const BlockKey& key) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (auto it = index_.find(key); it != index_.end()) {
     lru_.splice(lru_.end(), lru_, it->second.lru_pos);
   }
 }
 
 absl::Status DiskTier::Remove(const BlockKey& key) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return RemoveLocked(key);
 }
 
 absl::StatusOr<std::size_t> DiskTier::SweepExpired() {
   const std::int64_t now = clock_->NowUnixMs();
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   std::vector<BlockKey> expired;
   for (const auto& [key, entry] : index_) {
     if (entry.expiry_unix_ms <= now) expired.push_back(key);
@@ -304,7 +304,7 @@ absl::StatusOr<std::size_t> DiskTier::SweepExpired() {
 }
 
 absl::Status DiskTier::EvictDownTo(std::uint64_t target_bytes) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   while (used_bytes_ > target_bytes && !lru_.empty()) {
     TANDEM_RETURN_IF_ERROR(RemoveLocked(lru_.front()));
     ++stats_.evictions;
@@ -313,7 +313,7 @@ absl::Status DiskTier::EvictDownTo(std::uint64_t target_bytes) {
 }
 
 std::vector<BlockRecord> DiskTier::Snapshot() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return SnapshotLocked();
 }
 
@@ -327,12 +327,12 @@ std::vector<BlockRecord> DiskTier::SnapshotLocked() const {
 }
 
 DiskTierStats DiskTier::stats() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return stats_;
 }
 
 std::uint64_t DiskTier::used_bytes() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return used_bytes_;
 }
 

@@ -10,7 +10,7 @@ EventLog::EventLog(std::size_t capacity) : capacity_(std::max<std::size_t>(capac
 
 std::uint64_t EventLog::Publish(KvTier tier, KvEvent::Kind kind, const BlockKey& key,
                                 std::uint64_t parent_hash) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (events_.size() == capacity_) events_.pop_front();
   const std::uint64_t seq = next_seq_++;
   events_.push_back(KvEvent{seq, tier, kind, key, parent_hash});
@@ -19,7 +19,7 @@ std::uint64_t EventLog::Publish(KvTier tier, KvEvent::Kind kind, const BlockKey&
 
 absl::StatusOr<std::vector<KvEvent>> EventLog::ReadAfter(std::uint64_t after_seq,
                                                          std::size_t max_events) const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   const std::uint64_t oldest = events_.empty() ? next_seq_ : events_.front().seq;
   if (after_seq + 1 < oldest) {
     return absl::OutOfRangeError(absl::StrCat("events ", after_seq + 1, "..", oldest - 1,
@@ -39,7 +39,7 @@ absl::StatusOr<std::vector<KvEvent>> EventLog::ReadAfter(std::uint64_t after_seq
 }
 
 std::uint64_t EventLog::last_seq() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return next_seq_ - 1;
 }
 

@@ -49,7 +49,7 @@ struct TieredKvStore::FetchJob {
   std::atomic<int> workers_left{0};
   std::vector<std::uint8_t> ok;                   // per block, written by its claimer
   std::vector<std::vector<std::uint8_t>> promote; // disk blocks' bytes, for promotion
-  absl::Mutex status_mu;
+  std::mutex status_mu;
   absl::Status status;
 };
 
@@ -130,7 +130,12 @@ absl::StatusOr<PutOutcome> TieredKvStore::Put(TrafficClass cls, std::uint64_t ha
   }
   const BlockKey key{cls, hash};
   const std::int64_t now = clock_->NowUnixMs();
-  absl::MutexLock lock(&mu_);
+  // Asked before taking the store lock so that host-memory calls never queue behind disk I/O.
+  // A stale answer is harmless: a demotion then finds the block on disk already, or a dropped
+  // "clean" copy turns out to have been evicted from disk (one more miss).
+  const bool on_disk = disk_ != nullptr && disk_->Contains(key);
+  auto bytes_copy = std::make_shared<const std::vector<std::uint8_t>>(bytes.begin(), bytes.end());
+  std::lock_guard<std::mutex> lock(mu_);
   if (const HostTier::Entry* existing = host_.Find(key); existing != nullptr) {
     if (existing->expiry_unix_ms > now) {
       return absl::AlreadyExistsError(
@@ -158,8 +163,8 @@ absl::StatusOr<PutOutcome> TieredKvStore::Put(TrafficClass cls, std::uint64_t ha
   HostTier::Entry entry;
   entry.parent_hash = parent_hash;
   entry.expiry_unix_ms = now + options_.ttl.For(cls);
-  entry.bytes = std::make_shared<const std::vector<std::uint8_t>>(bytes.begin(), bytes.end());
-  entry.on_disk = disk_ != nullptr && disk_->Contains(key);
+  entry.bytes = std::move(bytes_copy);
+  entry.on_disk = on_disk;
   host_.Insert(key, std::move(entry));
   events_.Publish(KvTier::kHost, KvEvent::Kind::kStored, key, parent_hash);
   return PutOutcome::kStored;
@@ -171,32 +176,46 @@ void TieredKvStore::EraseHost(const BlockKey& key) {
   }
 }
 
+bool TieredKvStore::InHost(const BlockKey& key, std::int64_t now_ms) const {
+  const HostTier::Entry* entry = host_.Find(key);
+  return entry != nullptr && entry->expiry_unix_ms > now_ms;
+}
+
 absl::StatusOr<LookupResult> TieredKvStore::Lookup(TrafficClass cls,
                                                    std::span<const std::uint64_t> chain) {
   TANDEM_RETURN_IF_ERROR(ValidateTrafficClass(cls));
   const std::int64_t now = clock_->NowUnixMs();
   LookupResult result;
-  absl::MutexLock lock(&mu_);
-  bool host_run = true;
-  for (std::uint64_t hash : chain) {
-    const BlockKey key{cls, hash};
-    const HostTier::Entry* entry = host_.Find(key);
-    if (entry != nullptr && entry->expiry_unix_ms > now) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    while (result.tiers.size() < chain.size() &&
+           InHost(BlockKey{cls, chain[result.tiers.size()]}, now)) {
       result.tiers.push_back(KvTier::kHost);
-      if (host_run) ++result.host_prefix;
-      continue;
     }
-    host_run = false;
-    if (disk_ != nullptr && disk_->Contains(key)) {
+  }
+  result.host_prefix = result.tiers.size();
+  // Past the host run blocks may sit in either tier. The disk index is asked without the store
+  // lock held, so lookups never queue behind disk I/O.
+  for (std::size_t i = result.host_prefix; i < chain.size(); ++i) {
+    const BlockKey key{cls, chain[i]};
+    bool in_host = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      in_host = InHost(key, now);
+    }
+    if (in_host) {
+      result.tiers.push_back(KvTier::kHost);
+    } else if (disk_ != nullptr && disk_->Contains(key)) {
       result.tiers.push_back(KvTier::kDisk);
-      continue;
+    } else {
+      break;
     }
-    break;
   }
   result.available_prefix = result.tiers.size();
   const std::size_t host_hits = static_cast<std::size_t>(
       std::count(result.tiers.begin(), result.tiers.end(), KvTier::kHost));
   const std::size_t disk_hits = result.available_prefix - host_hits;
+  std::lock_guard<std::mutex> lock(mu_);
   host_stats_.hits += host_hits;
   host_stats_.misses += chain.size() - host_hits;
   disk_fetch_stats_.hits += disk_hits;
@@ -225,7 +244,7 @@ void TieredKvStore::Fetch(TrafficClass cls, std::span<const std::uint64_t> hashe
   std::vector<BlockBytes> host_blocks;
   {
     const std::int64_t now = clock_->NowUnixMs();
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     for (std::uint64_t hash : job->hashes) {
       const BlockKey key{cls, hash};
       const HostTier::Entry* entry = host_.Find(key);
@@ -305,7 +324,7 @@ void TieredKvStore::RunFetchJob(FetchJob& job) {
     std::span<std::uint8_t> out = job.buffers[i];
     BlockBytes host_bytes;
     {
-      absl::MutexLock lock(&mu_);
+      std::lock_guard<std::mutex> lock(mu_);
       const HostTier::Entry* entry = host_.Find(key);
       if (entry != nullptr && entry->expiry_unix_ms > clock_->NowUnixMs()) {
         host_bytes = entry->bytes;
@@ -319,7 +338,7 @@ void TieredKvStore::RunFetchJob(FetchJob& job) {
     absl::Status read = disk_->Read(key, out);
     if (!read.ok()) {
       if (absl::IsInvalidArgument(read)) {
-        absl::MutexLock lock(&job.status_mu);
+        std::lock_guard<std::mutex> lock(job.status_mu);
         job.status = read;
       }
       // A miss ends the usable prefix; the caller recomputes from there.
@@ -332,7 +351,7 @@ void TieredKvStore::RunFetchJob(FetchJob& job) {
                                 SteadyClock::now() - job.started)
                                 .count();
     {
-      absl::MutexLock lock(&mu_);
+      std::lock_guard<std::mutex> lock(mu_);
       ++disk_fetch_stats_.promotions;
       disk_fetch_stats_.promotion_latency_us_sum += static_cast<std::uint64_t>(latency_us);
       disk_fetch_stats_.promotion_latency_us_max = std::max(
@@ -348,7 +367,7 @@ void TieredKvStore::RunFetchJob(FetchJob& job) {
   while (ready < job.hashes.size() && job.ok[ready]) ++ready;
   absl::Status status;
   {
-    absl::MutexLock lock(&job.status_mu);
+    std::lock_guard<std::mutex> lock(job.status_mu);
     status = job.status;
   }
   job.done(FetchResult{ready, status});
@@ -362,7 +381,7 @@ void TieredKvStore::RunFetchJob(FetchJob& job) {
 void TieredKvStore::Promote(const BlockKey& key, std::span<const std::uint8_t> bytes) {
   auto record = disk_->Describe(key);
   if (!record.ok()) return;  // evicted or expired since the read
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   // Never displace anything for a promotion: it is an optimisation, the disk copy stays.
   if (host_.Find(key) != nullptr || !host_.Fits(bytes.size())) return;
   HostTier::Entry entry;
@@ -376,14 +395,20 @@ void TieredKvStore::Promote(const BlockKey& key, std::span<const std::uint8_t> b
 
 absl::Status TieredKvStore::Touch(TrafficClass cls, std::span<const std::uint64_t> hashes) {
   TANDEM_RETURN_IF_ERROR(ValidateTrafficClass(cls));
-  absl::MutexLock lock(&mu_);
-  for (std::uint64_t hash : hashes) {
-    const BlockKey key{cls, hash};
-    if (host_.Find(key) != nullptr) {
-      host_.Touch(key);
-    } else if (disk_ != nullptr) {
-      disk_->Touch(key);
+  std::vector<BlockKey> not_in_host;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (std::uint64_t hash : hashes) {
+      const BlockKey key{cls, hash};
+      if (host_.Find(key) != nullptr) {
+        host_.Touch(key);
+      } else {
+        not_in_host.push_back(key);
+      }
     }
+  }
+  if (disk_ != nullptr) {
+    for (const BlockKey& key : not_in_host) disk_->Touch(key);
   }
   return absl::OkStatus();
 }
@@ -396,11 +421,11 @@ void TieredKvStore::SweepHostExpired(std::int64_t now_ms) {
 }
 
 absl::Status TieredKvStore::Step() {
-  absl::MutexLock step_lock(&step_mu_);
+  std::lock_guard<std::mutex> step_lock(step_mu_);
   const std::int64_t now = clock_->NowUnixMs();
   bool sweep = false;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (now - last_ttl_sweep_ms_ >= options_.ttl_sweep_interval_ms) {
       SweepHostExpired(now);
       last_ttl_sweep_ms_ = now;
@@ -422,7 +447,7 @@ absl::Status TieredKvStore::Demote(std::int64_t now_ms) {
     BlockKey key;
     HostTier::Entry victim;
     {
-      absl::MutexLock lock(&mu_);
+      std::lock_guard<std::mutex> lock(mu_);
       if (host_.used_bytes() <= target) return absl::OkStatus();
       key = host_.ColdestFirst(1).front();
       const HostTier::Entry* entry = host_.Find(key);
@@ -442,7 +467,7 @@ absl::Status TieredKvStore::Demote(std::int64_t now_ms) {
     }
     // The disk write happens without the lock so lookups and fetches are not held up by it.
     absl::Status put = disk_->Put(key, victim.parent_hash, victim.expiry_unix_ms, *victim.bytes);
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     HostTier::Entry* entry = host_.FindMutable(key);
     const bool same = entry != nullptr && entry->bytes == victim.bytes;
     if (put.ok() || absl::IsAlreadyExists(put)) {
@@ -480,11 +505,11 @@ void TieredKvStore::BackgroundLoop() {
 StoreSnapshot TieredKvStore::Snapshot() const {
   StoreSnapshot snapshot;
   snapshot.incarnation = incarnation_;
-  absl::MutexLock host_lock(&mu_);
+  std::lock_guard<std::mutex> host_lock(mu_);
   snapshot.host = host_.Snapshot();
   if (disk_ != nullptr) {
-    absl::MutexLock disk_lock(&disk_->mutex());
-    absl::MutexLock events_lock(&events_.mutex());
+    std::lock_guard<std::mutex> disk_lock(disk_->mutex());
+    std::lock_guard<std::mutex> events_lock(events_.mutex());
     snapshot.disk = disk_->SnapshotLocked();
     snapshot.seq = events_.last_seq_locked();
   } else {
@@ -495,7 +520,7 @@ StoreSnapshot TieredKvStore::Snapshot() const {
 
 StoreStats TieredKvStore::Stats() const {
   StoreStats stats;
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   stats.host = host_stats_;
   stats.host.blocks = host_.num_blocks();
   stats.host.bytes = host_.used_bytes();

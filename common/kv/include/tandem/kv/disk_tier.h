@@ -12,7 +12,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include <mutex>
 #include "tandem/kv/clock.h"
 #include "tandem/kv/event_log.h"
 #include "tandem/kv/types.h"
@@ -91,7 +91,7 @@ class DiskTier {
   std::vector<BlockRecord> Snapshot() const;
   // Callers that need the snapshot to agree with the event log hold events->mutex() too.
   std::vector<BlockRecord> SnapshotLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Mutex& mutex() const ABSL_LOCK_RETURNED(mu_) { return mu_; }
+  std::mutex& mutex() const ABSL_LOCK_RETURNED(mu_) { return mu_; }
 
   DiskTierStats stats() const;
   std::uint64_t capacity_bytes() const { return options_.capacity_bytes; }
@@ -113,7 +113,8 @@ class DiskTier {
   absl::Status LoadIndex();
   void IndexInsertLocked(const BlockKey& key, IndexEntry entry, bool most_recent)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status RemoveLocked(const BlockKey& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // By value: callers pass lru_.front(), which this erases.
+  absl::Status RemoveLocked(BlockKey key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Called when a read found the entry unusable: deletes it only if it is still the same
   // unusable entry (a concurrent rewrite wins).
   void DropUnusable(const BlockKey& key, bool missing);
@@ -123,7 +124,7 @@ class DiskTier {
   EventLog* events_;
   std::unique_ptr<rocksdb::DB> db_;
 
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
   absl::flat_hash_map<BlockKey, IndexEntry> index_ ABSL_GUARDED_BY(mu_);
   std::list<BlockKey> lru_ ABSL_GUARDED_BY(mu_);  // front = next to evict
   std::uint64_t used_bytes_ ABSL_GUARDED_BY(mu_) = 0;

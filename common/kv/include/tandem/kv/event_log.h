@@ -6,7 +6,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include <mutex>
 #include "tandem/kv/types.h"
 
 namespace tandem::kv {
@@ -41,12 +41,12 @@ class EventLog {
   std::uint64_t last_seq() const;
   // For snapshots: the caller holds the lock while it collects state, so that the returned seq
   // and the state agree.
-  absl::Mutex& mutex() const ABSL_LOCK_RETURNED(mu_) { return mu_; }
+  std::mutex& mutex() const ABSL_LOCK_RETURNED(mu_) { return mu_; }
   std::uint64_t last_seq_locked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return next_seq_ - 1; }
 
  private:
   const std::size_t capacity_;
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
   std::deque<KvEvent> events_ ABSL_GUARDED_BY(mu_);
   std::uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
 };

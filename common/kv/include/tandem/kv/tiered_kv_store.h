@@ -15,7 +15,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include <mutex>
 #include "tandem/kv/clock.h"
 #include "tandem/kv/disk_tier.h"
 #include "tandem/kv/event_log.h"
@@ -147,6 +147,7 @@ class TieredKvStore {
   absl::Status Demote(std::int64_t now_ms);
   void SweepHostExpired(std::int64_t now_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EraseHost(const BlockKey& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool InHost(const BlockKey& key, std::int64_t now_ms) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunFetchJob(FetchJob& job);
   void Promote(const BlockKey& key, std::span<const std::uint8_t> bytes);
   void FetchLoop();
@@ -159,13 +160,13 @@ class TieredKvStore {
   EventLog events_;
   std::unique_ptr<DiskTier> disk_;  // null without a disk tier
 
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
   HostTier host_ ABSL_GUARDED_BY(mu_);
   TokenBucket demotion_bucket_ ABSL_GUARDED_BY(mu_);
   TierStats host_stats_ ABSL_GUARDED_BY(mu_);
   TierStats disk_fetch_stats_ ABSL_GUARDED_BY(mu_);  // lookup hits/misses, promotions
   std::int64_t last_ttl_sweep_ms_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Mutex step_mu_;  // one Step at a time (background thread and explicit calls)
+  std::mutex step_mu_;  // one Step at a time (background thread and explicit calls)
 
   std::mutex queue_mu_;
   std::condition_variable queue_cv_;       // fetch threads
