@@ -36,22 +36,6 @@ void BindRouterFlags(config::FlagSet* f, RouterConfig* c) {
          "time a client has to send the request headers", "TANDEM_ROUTER_HEADER_TIMEOUT_MS");
 }
 
-absl::StatusOr<HostPort> ParseHostPort(const std::string& flag, const std::string& value) {
-  const size_t colon = value.rfind(':');
-  HostPort out;
-  if (colon == std::string::npos || colon == 0 ||
-      !absl::SimpleAtoi(value.substr(colon + 1), &out.port) || out.port < 0 || out.port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, " must be host:port with a port in [0, 65535], got '", value, "'"));
-  }
-  out.host = value.substr(0, colon);
-  // [::1]:8000 style literals: the brackets belong to the URL form, not to the address.
-  if (out.host.size() > 2 && out.host.front() == '[' && out.host.back() == ']') {
-    out.host = out.host.substr(1, out.host.size() - 2);
-  }
-  return out;
-}
-
 std::string ServedModelName(const RouterConfig& config) {
   if (!config.served_model_name.empty()) return config.served_model_name;
   std::filesystem::path path(config.model);

@@ -5,6 +5,7 @@
 
 #include "absl/status/statusor.h"
 #include "tandem/config/flags.h"
+#include "tandem/config/service_main.h"
 
 namespace tandem::router {
 
@@ -26,12 +27,8 @@ struct RouterConfig {
 // Binds every field to a flag with a TANDEM_ROUTER_* environment fallback.
 void BindRouterFlags(config::FlagSet* flags, RouterConfig* config);
 
-// "host:port" -> (host, port); InvalidArgument naming `flag` when it does not parse.
-struct HostPort {
-  std::string host;
-  int port = 0;
-};
-absl::StatusOr<HostPort> ParseHostPort(const std::string& flag, const std::string& value);
+using config::HostPort;
+using config::ParseHostPort;
 
 // The model name clients must use: --served-model-name, else the model directory's basename.
 std::string ServedModelName(const RouterConfig& config);

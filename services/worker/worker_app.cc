@@ -1,20 +1,16 @@
 #include "worker_app.h"
 
-#include <signal.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <random>
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
-#include "absl/strings/numbers.h"
 #include "tandem/engine/engine.h"
+#include "tandem/config/service_main.h"
 #include "tandem/http/server.h"
 #include "tandem/transport/ucx_agent.h"
 #include "tandem/kernels/backend.h"
@@ -48,17 +44,6 @@ int Fail(const std::string& message) {
   return 1;
 }
 
-// "host:port" -> (host, port); port 0 is allowed (ephemeral).
-absl::StatusOr<std::pair<std::string, std::uint16_t>> SplitHostPort(const std::string& address) {
-  const auto colon = address.rfind(':');
-  std::uint32_t port = 0;
-  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
-      port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("'", address, "' is not host:port"));
-  }
-  return std::make_pair(address.substr(0, colon), static_cast<std::uint16_t>(port));
-}
-
 }  // namespace
 
 int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary, int argc,
@@ -67,25 +52,15 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
   cfg.role = role;
   config::FlagSet flags(program, summary);
   BindWorkerFlags(&flags, &cfg);
-  if (absl::Status st = flags.Parse(argc, argv, config::ProcessEnv()); !st.ok()) {
-    std::cerr << "error: " << st.message() << "\n";
-    return 2;
-  }
-  if (flags.help_requested()) {
-    std::cout << flags.Help();
-    return 0;
+  if (auto exit_code = config::ParseServiceFlags(flags, argc, argv, config::ProcessEnv())) {
+    return *exit_code;
   }
   if (cfg.model.empty()) {
     std::cerr << "error: --model (or TANDEM_MODEL) is required\n";
     return 2;
   }
 
-  // Signals are taken synchronously by the main thread, so block them before any thread starts.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  config::StopSignals stop;  // before any thread starts
 
   auto backend = kernels::CreateCpuBackend({cfg.threads});
   model::LoadOptions load_options;
@@ -145,11 +120,11 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
   if (!worker_metrics.ok()) return Fail(std::string(worker_metrics.status().message()));
   std::unique_ptr<http::Server> metrics_server;
   if (!cfg.metrics_listen.empty()) {
-    auto hp = SplitHostPort(cfg.metrics_listen);
+    auto hp = config::ParseHostPort("metrics-listen", cfg.metrics_listen);
     if (!hp.ok()) return Fail(std::string(hp.status().message()));
     http::ServerConfig hcfg;
-    hcfg.host = hp->first;
-    hcfg.port = hp->second;
+    hcfg.host = hp->host;
+    hcfg.port = static_cast<std::uint16_t>(hp->port);
     hcfg.io_threads = 1;
     http::Router routes;
     routes
@@ -170,10 +145,9 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
     metrics_server = std::move(*started);
   }
   if (!cfg.port_file.empty()) {
-    const std::string tmp = cfg.port_file + ".tmp";
-    std::ofstream(tmp) << bound_port << " " << (metrics_server ? metrics_server->port() : 0)
-                       << "\n";
-    std::filesystem::rename(tmp, cfg.port_file);  // atomic: readers never see a partial file
+    absl::Status written = config::WritePortFile(
+        cfg.port_file, {bound_port, metrics_server ? static_cast<int>(metrics_server->port()) : 0});
+    if (!written.ok()) return Fail(std::string(written.message()));
   }
   std::cerr << RoleName(role) << " " << cfg.worker_id << " serving " << (*model)->config().name
             << " on " << endpoint << "\n";
@@ -194,8 +168,7 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
                                         [&service] { return service.CurrentLoad(); });
   }
 
-  int sig = 0;
-  sigwait(&stop_signals, &sig);
+  const int sig = stop.Wait();
   std::cerr << RoleName(role) << " stopping (signal " << sig << ")\n";
   link.reset();
   // In-flight streams get a short grace period, then are cancelled.
