@@ -47,7 +47,7 @@ class ClusterTest : public ::testing::Test {
     fs::create_directories(dir_);
     Start(&router_, TANDEM_ROUTER_BIN, "router",
           {"--http-listen", "127.0.0.1:0", "--control-listen", "127.0.0.1:0",
-           "--worker-lease-ms", "1500"});
+           "--worker-lease-ms", "1500", "--header-timeout-ms", "1000"});
     StartWorker(&prefill_, TANDEM_PREFILL_BIN, "prefill");
     StartWorker(&decode_, TANDEM_DECODE_BIN, "decode");
     ASSERT_TRUE(WaitReady(true, seconds(30))) << router_.process.log();
@@ -287,6 +287,23 @@ TEST_F(ClusterTest, BadInputGetsAnErrorEnvelopeAndLeavesNoState) {
   EXPECT_EQ(WorkerMetric(decode_, "tandem_worker_kv_reserved_blocks"), 0);
   // Still healthy afterwards.
   EXPECT_EQ(HttpRequest(http(), "GET", "/health").status, 200);
+}
+
+TEST_F(ClusterTest, SlowLorisHeadersAreCutOffWithoutHarm) {
+  HttpConnection slow(http(), 10);
+  ASSERT_TRUE(slow.ok());
+  ASSERT_TRUE(slow.Send("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "));
+  const auto start = Clock::now();
+  // The router drops the connection once --header-timeout-ms (1 s here) passes.
+  HttpResponse r;
+  while (Clock::now() - start < seconds(8)) {
+    if (!slow.Send("a")) break;  // the server closed the connection
+    if (slow.ReadHead(&r)) break;  // or answered it (e.g. 408), then closes
+    std::this_thread::sleep_for(milliseconds(200));
+  }
+  EXPECT_LT(Clock::now() - start, seconds(5));
+  EXPECT_EQ(HttpRequest(http(), "GET", "/health").status, 200);
+  EXPECT_EQ(RouterMetric("tandem_router_active_requests"), 0);
 }
 
 }  // namespace
