@@ -70,6 +70,8 @@ struct FetchResult {
 using FetchCallback = std::function<void(FetchResult)>;
 
 struct TierStats {
+  // Per block asked by Lookup: host hits are blocks served from host memory, disk hits blocks
+  // only on disk; misses are blocks this tier could not serve.
   std::uint64_t hits = 0;
   std::uint64_t misses = 0;
   std::uint64_t blocks = 0;
