@@ -193,6 +193,31 @@ TEST_F(TieredKvStoreTest, HardLimitDropsPutsInsteadOfFailing) {
   EXPECT_EQ(*store->Put(TrafficClass::kChat, 99, 4, RandomBlock(99, kBlock)), PutOutcome::kStored);
 }
 
+TEST_F(TieredKvStoreTest, AtTheHardLimitCleanCopiesMakeRoomBeforeAPutIsDropped) {
+  TieredKvStoreOptions options = Options(/*host_blocks=*/4);
+  options.host_low_watermark = 0.5;
+  auto store = Open(options);
+  PutChain(*store, TrafficClass::kChat, 1, 4);
+  ASSERT_TRUE(store->Step().ok());  // 1 and 2 demoted
+  std::vector<std::vector<std::uint8_t>> out;
+  ASSERT_EQ(FetchInto(*store, TrafficClass::kChat, Range(1, 2), out).blocks_ready, 2u);
+  for (int i = 0; i < 2000 && store->Stats().host.blocks < 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(store->Stats().host.blocks, 4u);  // full again: 3, 4 dirty; 1, 2 clean copies
+  EXPECT_EQ(*store->Put(TrafficClass::kChat, 5, 4, RandomBlock(5, kBlock)), PutOutcome::kStored);
+  EXPECT_EQ(*store->Put(TrafficClass::kChat, 6, 5, RandomBlock(6, kBlock)), PutOutcome::kStored);
+  // Only dirty blocks are left; the next Put has nothing free to displace.
+  EXPECT_EQ(*store->Put(TrafficClass::kChat, 7, 6, RandomBlock(7, kBlock)),
+            PutOutcome::kDroppedFull);
+  const StoreStats stats = store->Stats();
+  EXPECT_EQ(stats.host.dropped_puts, 1u);
+  EXPECT_EQ(stats.disk.blocks, 2u);
+  auto lookup = store->Lookup(TrafficClass::kChat, Range(1, 6));
+  ASSERT_TRUE(lookup.ok());
+  EXPECT_EQ(lookup->available_prefix, 6u) << "the dropped clean copies are still on disk";
+}
+
 TEST_F(TieredKvStoreTest, ExpiredBlocksAreNeverServedAndAreRemovedFromEveryTier) {
   TieredKvStoreOptions options = Options(/*host_blocks=*/10);
   options.ttl.ttl_ms = {10 * kDayMs, 1000};  // agent blocks live one second
