@@ -1,7 +1,9 @@
 #include "tandem/kv/disk_tier.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
