@@ -218,6 +218,28 @@ TEST_F(TieredKvStoreTest, AtTheHardLimitCleanCopiesMakeRoomBeforeAPutIsDropped) 
   EXPECT_EQ(lookup->available_prefix, 6u) << "the dropped clean copies are still on disk";
 }
 
+TEST_F(TieredKvStoreTest, DiskIsBroughtBackToItsWatermarkOldestFirst) {
+  TieredKvStoreOptions options = Options(/*host_blocks=*/10, /*disk_blocks=*/10);
+  options.host_low_watermark = 0.1;
+  auto store = Open(options);
+  PutChain(*store, TrafficClass::kChat, 1, 10);
+  ASSERT_TRUE(store->Step().ok());  // 1..9 demoted, then the disk sheds down to 80%
+  const StoreStats stats = store->Stats();
+  EXPECT_EQ(stats.host.demotions, 9u);
+  EXPECT_EQ(stats.disk.blocks, 8u);
+  EXPECT_EQ(stats.disk.evictions, 1u);
+  auto lookup = store->Lookup(TrafficClass::kChat, Range(1, 10));
+  EXPECT_EQ(lookup->available_prefix, 0u) << "block 1, the oldest, was the one evicted";
+  EXPECT_EQ(store->Lookup(TrafficClass::kChat, Range(2, 9))->available_prefix, 9u);
+  auto events = store->events().ReadAfter(0, 1000);
+  ASSERT_TRUE(events.ok());
+  const KvEvent& last_disk_removal = *std::find_if(
+      events->rbegin(), events->rend(), [](const KvEvent& e) {
+        return e.tier == KvTier::kDisk && e.kind == KvEvent::Kind::kRemoved;
+      });
+  EXPECT_EQ(last_disk_removal.key.hash, 1u);
+}
+
 TEST_F(TieredKvStoreTest, ExpiredBlocksAreNeverServedAndAreRemovedFromEveryTier) {
   TieredKvStoreOptions options = Options(/*host_blocks=*/10);
   options.ttl.ttl_ms = {10 * kDayMs, 1000};  // agent blocks live one second
