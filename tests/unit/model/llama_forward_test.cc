@@ -98,7 +98,9 @@ TEST_P(LlamaForwardTest, BatchedSequencesMatchEachRunAlone) {
   auto run_alone = [&](const SequenceChunk& chunk, const SequenceChunk* prefix) {
     KvPool pool(model_->kv_layout(), 6);
     std::vector<float> logits;
-    if (prefix != nullptr) EXPECT_TRUE(model_->Forward({prefix, 1}, pool.storage(), &logits).ok());
+    if (prefix != nullptr) {
+      EXPECT_TRUE(model_->Forward({prefix, 1}, pool.storage(), &logits).ok());
+    }
     logits.clear();
     EXPECT_TRUE(model_->Forward({&chunk, 1}, pool.storage(), &logits).ok());
     return logits;
