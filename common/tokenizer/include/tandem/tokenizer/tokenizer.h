@@ -11,7 +11,7 @@
 namespace tandem::tokenizer {
 
 // What the engine and services need from a tokenizer, whatever its file format (llama2.c
-// tokenizer.bin today, Hugging Face tokenizer.json later).
+// tokenizer.bin, Hugging Face tokenizer.json byte-level BPE).
 //
 //   TANDEM_ASSIGN_OR_RETURN(std::vector<std::int32_t> ids, tok.Encode("Once upon", true));
 //   TANDEM_ASSIGN_OR_RETURN(std::string text, tok.Decode(ids));
