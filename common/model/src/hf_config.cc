@@ -189,6 +189,121 @@ DeepseekV3Config ParseDeepseekV3(const Json& j) {
   return c;
 }
 
+
+// V4 nests its two rope settings under rope_parameters.main / .compress (transformers 5) or
+// ships the compressed layers' YaRN flat (older configs). Only YaRN's frequencies are used:
+// transformers pins attention_factor to 1 for V4.
+void ParseDeepseekV4Rope(const Json& j, DeepseekV4Config* c) {
+  c->rope_theta = static_cast<float>(Number(j, "rope_theta", 10000.0));
+  c->compress_rope_theta = static_cast<float>(Number(j, "compress_rope_theta", 160000.0));
+  Json compress = Json::object();
+  if (Has(j, "rope_parameters") && j.at("rope_parameters").is_object()) {
+    const Json& rp = j.at("rope_parameters");
+    if (Has(rp, "main") && rp.at("main").is_object()) {
+      c->rope_theta = static_cast<float>(Number(rp.at("main"), "rope_theta", c->rope_theta));
+      if (String(rp.at("main"), "rope_type", "default") != "default")
+        Fail("rope_parameters.main: only the default rope is supported");
+      if (Has(rp, "compress") && rp.at("compress").is_object()) compress = rp.at("compress");
+    } else {
+      compress = rp;
+    }
+  } else if (Has(j, "rope_scaling") && j.at("rope_scaling").is_object()) {
+    compress = j.at("rope_scaling");
+  }
+  if (Number(compress, "attention_factor", 1.0) != 1.0)
+    Fail("rope_parameters.compress.attention_factor other than 1 is not supported");
+  compress.erase("attention_factor");
+  compress.erase("partial_rotary_factor");
+  compress["rope_theta"] = c->compress_rope_theta;
+  Json holder = Json::object();
+  holder["rope_parameters"] = compress;
+  float theta = 0.0f;
+  ParseRope(holder, c->base.max_position_embeddings, &theta, &c->compress_rope_scaling);
+  c->compress_rope_theta = theta;
+  if (c->compress_rope_scaling.type != RopeScalingType::kNone &&
+      c->compress_rope_scaling.type != RopeScalingType::kYarn) {
+    Fail("rope_parameters.compress: only default or yarn rope is supported");
+  }
+}
+
+DeepseekV4Config ParseDeepseekV4(const Json& j) {
+  DeepseekV4Config c;
+  c.base = ParseBase(j, Architecture::kDeepseekV4);
+  const int n = c.base.num_layers;
+  c.moe_intermediate_size = Int(j, "moe_intermediate_size");
+  c.num_heads = Int(j, "num_attention_heads");
+  if (Int(j, "num_key_value_heads", 1) != 1) Fail("num_key_value_heads must be 1");
+  c.head_dim = Int(j, "head_dim");
+  const double partial =
+      Has(j, "partial_rotary_factor")
+          ? Number(j, "partial_rotary_factor")
+          : (Has(j, "qk_rope_head_dim") && c.head_dim > 0
+                 ? static_cast<double>(Int(j, "qk_rope_head_dim")) / c.head_dim
+                 : 64.0 / 512.0);
+  c.rope_dim = static_cast<int>(c.head_dim * partial);
+  c.q_lora_rank = Int(j, "q_lora_rank");
+  c.o_groups = Int(j, "o_groups");
+  c.o_lora_rank = Int(j, "o_lora_rank");
+  c.n_routed_experts = Int(j, "n_routed_experts");
+  c.num_experts_per_tok = Int(j, "num_experts_per_tok");
+  c.routed_scaling_factor = static_cast<float>(Number(j, "routed_scaling_factor", 1.0));
+  c.swiglu_limit = static_cast<float>(Number(j, "swiglu_limit", 10.0));
+  c.rms_norm_eps = static_cast<float>(Number(j, "rms_norm_eps", 1e-6));
+  c.sliding_window = Int(j, "sliding_window");
+  c.index_n_heads = Int(j, "index_n_heads");
+  c.index_head_dim = Int(j, "index_head_dim");
+  c.index_topk = Int(j, "index_topk");
+  c.hc_mult = Int(j, "hc_mult");
+  c.hc_sinkhorn_iters = Int(j, "hc_sinkhorn_iters");
+  c.hc_eps = static_cast<float>(Number(j, "hc_eps", 1e-6));
+  c.num_nextn_predict_layers = Int(j, "num_nextn_predict_layers", 0);
+  const std::string scoring = String(j, "scoring_func", "sqrtsoftplus");
+  if (scoring != "sqrtsoftplus")
+    Fail(absl::StrCat("scoring_func \"", scoring, "\" is not supported"));
+  if (Has(j, "compress_rates")) {
+    const Json& r = j.at("compress_rates");
+    if (!r.is_object()) Fail("field compress_rates is not an object");
+    c.csa_rate = Int(r, "compressed_sparse_attention", c.csa_rate);
+    c.hca_rate = Int(r, "heavily_compressed_attention", c.hca_rate);
+  }
+  c.csa_rate = Int(j, "compress_rate_csa", c.csa_rate);
+  c.hca_rate = Int(j, "compress_rate_hca", c.hca_rate);
+  if (!Has(j, "layer_types") || !j.at("layer_types").is_array() ||
+      static_cast<int>(j.at("layer_types").size()) < n) {
+    Fail("layer_types must list every layer");
+  }
+  for (int i = 0; i < n; ++i) {
+    const Json& t = j.at("layer_types")[i];
+    const std::string type = t.is_string() ? t.get<std::string>() : "";
+    if (type == "sliding_attention") {
+      c.attention_kinds.push_back(DeepseekV4AttentionKind::kSliding);
+    } else if (type == "compressed_sparse_attention") {
+      c.attention_kinds.push_back(DeepseekV4AttentionKind::kCompressedSparse);
+    } else if (type == "heavily_compressed_attention") {
+      c.attention_kinds.push_back(DeepseekV4AttentionKind::kHeavilyCompressed);
+    } else {
+      Fail(absl::StrCat("layer_types[", i, "] \"", type, "\" is not supported"));
+    }
+  }
+  if (Has(j, "mlp_layer_types")) {
+    const Json& m = j.at("mlp_layer_types");
+    if (!m.is_array() || static_cast<int>(m.size()) < n) {
+      Fail("mlp_layer_types must list every layer");
+    }
+    for (int i = 0; i < n; ++i) {
+      const std::string type = m[i].is_string() ? m[i].get<std::string>() : "";
+      if (type != "hash_moe" && type != "moe")
+        Fail(absl::StrCat("mlp_layer_types[", i, "] \"", type, "\" is not supported"));
+      c.hash_routed.push_back(type == "hash_moe");
+    }
+  } else {
+    const int hash_layers = Int(j, "num_hash_layers", 3);
+    for (int i = 0; i < n; ++i) c.hash_routed.push_back(i < hash_layers);
+  }
+  ParseDeepseekV4Rope(j, &c);
+  return c;
+}
+
 }  // namespace
 
 absl::StatusOr<HfConfig> ParseHfConfig(const std::string& json_text, const std::string& source) {
@@ -211,10 +326,14 @@ absl::StatusOr<HfConfig> ParseHfConfig(const std::string& json_text, const std::
     } else if (out.architecture == "DeepseekV3ForCausalLM") {
       out.arch = Architecture::kDeepseekV3;
       out.deepseek = ParseDeepseekV3(j);
+    } else if (out.architecture == "DeepseekV4ForCausalLM") {
+      out.arch = Architecture::kDeepseekV4;
+      out.deepseek_v4 = ParseDeepseekV4(j);
     } else {
       return absl::UnimplementedError(
           absl::StrCat(source, ": unsupported architecture ", out.architecture,
-                       " (supported: LlamaForCausalLM, DeepseekV3ForCausalLM)"));
+                       " (supported: LlamaForCausalLM, DeepseekV3ForCausalLM, "
+                       "DeepseekV4ForCausalLM)"));
     }
     return out;
   } catch (const std::exception& e) {

@@ -4,6 +4,7 @@
 
 #include "absl/status/statusor.h"
 #include "tandem/model/deepseek_v3.h"
+#include "tandem/model/deepseek_v4.h"
 #include "tandem/model/llama.h"
 
 namespace tandem::model::internal {
@@ -17,6 +18,7 @@ struct HfConfig {
   bool tie_word_embeddings = false;
   LlamaConfig llama;          // arch == kLlama
   DeepseekV3Config deepseek;  // arch == kDeepseekV3
+  DeepseekV4Config deepseek_v4;  // arch == kDeepseekV4
 };
 
 // `source` names the file in errors.

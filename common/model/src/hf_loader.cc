@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "deepseek_v3_loader.h"
 #include "deepseek_v3_weights.h"
+#include "deepseek_v4_loader.h"
 #include "hf_config.h"
 #include "loader_internal.h"
 #include "safetensors.h"
@@ -66,6 +67,15 @@ absl::StatusOr<std::unique_ptr<Model>> LoadHuggingFace(const std::string& dir,
                                                        kernels::Backend* backend) {
   TANDEM_ASSIGN_OR_RETURN(HfConfig config, ReadHfConfig(dir));
   TANDEM_ASSIGN_OR_RETURN(SafetensorsCheckpoint ckpt, SafetensorsCheckpoint::Open(dir));
+  if (config.arch == Architecture::kDeepseekV4) {
+    config.deepseek_v4.base.name = ServedName(dir, options);
+    TANDEM_RETURN_IF_ERROR(ValidateDeepseekV4Config(config.deepseek_v4));
+    TANDEM_ASSIGN_OR_RETURN(DeepseekV4Weights weights,
+                            MapDeepseekV4Weights(config.deepseek_v4, ckpt,
+                                                 config.tie_word_embeddings, options.check_finite));
+    return CreateDeepseekV4Model(std::move(config.deepseek_v4), std::move(weights),
+                                 std::move(ckpt).ReleaseMappings(), backend);
+  }
   if (config.arch == Architecture::kDeepseekV3) {
     config.deepseek.base.name = ServedName(dir, options);
     TANDEM_RETURN_IF_ERROR(ValidateDeepseekV3Config(config.deepseek));

@@ -11,7 +11,7 @@
 
 namespace tandem::model {
 
-enum class Architecture : std::uint8_t { kLlama, kDeepseekV3 };
+enum class Architecture : std::uint8_t { kLlama, kDeepseekV3, kDeepseekV4 };
 
 // What every consumer of a model (engine, services, router) needs to know, whatever the
 // architecture. Architecture details stay in the architecture's own config struct.
