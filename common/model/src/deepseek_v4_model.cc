@@ -1,5 +1,7 @@
-// DeepSeek-V4 forward, following transformers' modeling_deepseek_v4 (see deepseek_v4.h). The
-// whole forward runs on the host in float32; the backend is kept for the interface only.
+// DeepSeek-V4 forward, following transformers' modeling_deepseek_v4 (see deepseek_v4.h).
+// Projections, norms and the embedding run on the Backend; the V4-specific glue (sinks, window
+// compression, indexer top-k, hyper-connections, routing) runs on the host in float32, so the
+// backend must read host memory (the CPU backend).
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -34,7 +36,6 @@ namespace {
 using internal::v4::CompressWindow;
 using internal::v4::HyperMix;
 using internal::v4::HyperParams;
-using internal::v4::MatVec;
 using internal::v4::RmsNorm;
 using internal::v4::RopeTail;
 using internal::v4::WindowRows;
@@ -63,8 +64,9 @@ class SequenceCache {
 class DeepseekV4ModelImpl : public Model {
  public:
   DeepseekV4ModelImpl(DeepseekV4Config config, DeepseekV4Weights weights,
-                      std::vector<MappedFile> storage)
-      : config_(std::move(config)),
+                      std::vector<MappedFile> storage, kernels::Backend* backend)
+      : be_(backend),
+        config_(std::move(config)),
         weights_(std::move(weights)),
         storage_(std::move(storage)),
         layout_(DeepseekV4KvLayout(config_)) {
@@ -127,46 +129,46 @@ class DeepseekV4ModelImpl : public Model {
                     std::vector<float>* logits) const {
     const int n = static_cast<int>(c.tokens.size());
     const int h = config_.base.hidden_size, hs = config_.hc_mult * h;
+    const float eps = config_.rms_norm_eps;
+    std::vector<float> x(static_cast<std::size_t>(n) * h), out(x.size()), collapsed(x.size());
+    be_->Embed(weights_.embed, c.tokens.data(), n, x.data());
     std::vector<float> streams(static_cast<std::size_t>(n) * hs);
     for (int t = 0; t < n; ++t) {
       for (int s = 0; s < config_.hc_mult; ++s) {
-        for (int d = 0; d < h; ++d) streams[t * hs + s * h + d] = weights_.embed.At(c.tokens[t], d);
+        std::copy_n(&x[t * h], h, &streams[t * hs + s * h]);
       }
     }
-    std::vector<float> x(static_cast<std::size_t>(n) * h), out(static_cast<std::size_t>(n) * h);
-    std::vector<float> collapsed(h);
     std::vector<HyperMix> mixes(n);
     for (int l = 0; l < config_.base.num_layers; ++l) {
       const DeepseekV4LayerWeights& w = weights_.layers[l];
       for (int t = 0; t < n; ++t) {
-        mixes[t] = internal::v4::HyperPre(hyper_, &streams[t * hs], w.hc_attn_fn, w.hc_attn_base,
-                                          w.hc_attn_scale, collapsed.data());
-        RmsNorm(collapsed.data(), h, &w.attn_norm, config_.rms_norm_eps, &x[t * h]);
+        mixes[t] = internal::v4::HyperPre(be_, hyper_, &streams[t * hs], w.hc_attn_fn,
+                                          w.hc_attn_base, w.hc_attn_scale, &collapsed[t * h]);
       }
+      be_->RmsNorm(collapsed.data(), n, h, w.attn_norm, eps, x.data());
       Attention(l, c.start_pos, n, x, cache, &out);
       for (int t = 0; t < n; ++t) {
         internal::v4::HyperPost(hyper_, mixes[t], &out[t * h], &streams[t * hs]);
+        mixes[t] = internal::v4::HyperPre(be_, hyper_, &streams[t * hs], w.hc_ffn_fn,
+                                          w.hc_ffn_base, w.hc_ffn_scale, &collapsed[t * h]);
       }
+      be_->RmsNorm(collapsed.data(), n, h, w.ffn_norm, eps, x.data());
       for (int t = 0; t < n; ++t) {
-        mixes[t] = internal::v4::HyperPre(hyper_, &streams[t * hs], w.hc_ffn_fn, w.hc_ffn_base,
-                                          w.hc_ffn_scale, collapsed.data());
-        RmsNorm(collapsed.data(), h, &w.ffn_norm, config_.rms_norm_eps, &x[t * h]);
         Moe(w, c.tokens[t], &x[t * h], &out[t * h]);
         internal::v4::HyperPost(hyper_, mixes[t], &out[t * h], &streams[t * hs]);
       }
     }
-    int first = 0;
     if (c.logits == LogitsMode::kNone) return;
-    if (c.logits == LogitsMode::kLast) first = n - 1;
-    const int vocab = config_.base.vocab_size;
+    const int first = c.logits == LogitsMode::kLast ? n - 1 : 0, rows = n - first;
     for (int t = first; t < n; ++t) {
-      internal::v4::HyperHead(hyper_, &streams[t * hs], weights_.hc_head_fn,
-                              weights_.hc_head_base, weights_.hc_head_scale, collapsed.data());
-      RmsNorm(collapsed.data(), h, &weights_.final_norm, config_.rms_norm_eps, &x[0]);
-      const std::size_t at = logits->size();
-      logits->resize(at + vocab);
-      MatVec(weights_.lm_head, &x[0], logits->data() + at);
+      internal::v4::HyperHead(be_, hyper_, &streams[t * hs], weights_.hc_head_fn,
+                              weights_.hc_head_base, weights_.hc_head_scale,
+                              &collapsed[(t - first) * h]);
     }
+    be_->RmsNorm(collapsed.data(), rows, h, weights_.final_norm, eps, x.data());
+    const std::size_t at = logits->size();
+    logits->resize(at + static_cast<std::size_t>(rows) * config_.base.vocab_size);
+    be_->MatMul(x.data(), rows, weights_.lm_head, logits->data() + at);
   }
 
   // Compressed entries [0, count) of layer l, rebuilt from the cache rows of their windows.
@@ -204,9 +206,9 @@ class DeepseekV4ModelImpl : public Model {
                                  const std::vector<float>& keys) const {
     const int heads = config_.index_n_heads, dim = config_.index_head_dim;
     std::vector<float> q(static_cast<std::size_t>(heads) * dim), weight(heads);
-    MatVec(w.indexer_q_b, q_residual, q.data());
+    be_->MatMul(q_residual, 1, w.indexer_q_b, q.data());
     for (int hd = 0; hd < heads; ++hd) RopeTail(&q[hd * dim], dim, compress_inv_freq_, pos, false);
-    MatVec(w.indexer_weights, x, weight.data());
+    be_->MatMul(x, 1, w.indexer_weights, weight.data());
     const float weight_scale = 1.0f / std::sqrt(static_cast<float>(heads));
     const float score_scale = 1.0f / std::sqrt(static_cast<float>(dim));
     std::vector<float> score(visible);
@@ -235,32 +237,41 @@ class DeepseekV4ModelImpl : public Model {
         kind == DeepseekV4AttentionKind::kSliding ? main_inv_freq_ : compress_inv_freq_;
     const int h = config_.base.hidden_size, d = config_.head_dim, heads = config_.num_heads;
     const int qr = config_.q_lora_rank, rate = config_.compress_rate(l);
+    const float eps = config_.rms_norm_eps;
     std::vector<float> q_res(static_cast<std::size_t>(n) * qr);
     std::vector<float> q(static_cast<std::size_t>(n) * heads * d);
-    std::vector<float> tmp(std::max(qr, d));
+    std::vector<float> kv(static_cast<std::size_t>(n) * d);
+    be_->MatMul(x.data(), n, w.q_a, q_res.data());
+    be_->RmsNorm(q_res.data(), n, qr, w.q_norm, eps, q_res.data());
+    be_->MatMul(q_res.data(), n, w.q_b, q.data());
+    be_->MatMul(x.data(), n, w.kv, kv.data());
+    be_->RmsNorm(kv.data(), n, d, w.kv_norm, eps, kv.data());
     for (int t = 0; t < n; ++t) {
       const int pos = start + t;
-      const float* xt = &x[t * h];
-      MatVec(w.q_a, xt, tmp.data());
-      RmsNorm(tmp.data(), qr, &w.q_norm, config_.rms_norm_eps, &q_res[t * qr]);
       float* qt = &q[static_cast<std::size_t>(t) * heads * d];
-      MatVec(w.q_b, &q_res[t * qr], qt);
       for (int hd = 0; hd < heads; ++hd) {
-        RmsNorm(qt + hd * d, d, nullptr, config_.rms_norm_eps, qt + hd * d);
+        RmsNorm(qt + hd * d, d, nullptr, eps, qt + hd * d);
         RopeTail(qt + hd * d, d, inv_freq, pos, false);
       }
       float* row = cache.Row(l, pos);
-      MatVec(w.kv, xt, tmp.data());
-      RmsNorm(tmp.data(), d, &w.kv_norm, config_.rms_norm_eps, row);
+      std::copy_n(&kv[t * d], d, row);
       RopeTail(row, d, inv_freq, pos, false);
-      if (rate > 0) {
-        MatVec(w.compressor.kv, xt, row + rows_[l].comp_kv);
-        MatVec(w.compressor.gate, xt, row + rows_[l].comp_gate);
+    }
+    // The compressors' raw projections go to the cache rows; entries are pooled from there.
+    auto project_to_rows = [&](const kernels::WeightView& weight, int offset) {
+      std::vector<float> y(static_cast<std::size_t>(n) * weight.rows);
+      be_->MatMul(x.data(), n, weight, y.data());
+      for (int t = 0; t < n; ++t) {
+        std::copy_n(&y[t * weight.rows], weight.rows, cache.Row(l, start + t) + offset);
       }
-      if (kind == DeepseekV4AttentionKind::kCompressedSparse) {
-        MatVec(w.indexer_compressor.kv, xt, row + rows_[l].idx_kv);
-        MatVec(w.indexer_compressor.gate, xt, row + rows_[l].idx_gate);
-      }
+    };
+    if (rate > 0) {
+      project_to_rows(w.compressor.kv, rows_[l].comp_kv);
+      project_to_rows(w.compressor.gate, rows_[l].comp_gate);
+    }
+    if (kind == DeepseekV4AttentionKind::kCompressedSparse) {
+      project_to_rows(w.indexer_compressor.kv, rows_[l].idx_kv);
+      project_to_rows(w.indexer_compressor.gate, rows_[l].idx_gate);
     }
     const int entries = rate > 0 ? (start + n) / rate : 0;
     const std::vector<float> comp = rate > 0 ? CompressedEntries(l, entries, false, cache)
@@ -273,7 +284,7 @@ class DeepseekV4ModelImpl : public Model {
     const int group_in = heads * d / config_.o_groups, olr = config_.o_lora_rank;
     std::vector<const float*> keys;
     std::vector<float> probs, attn(static_cast<std::size_t>(heads) * d),
-        mid(static_cast<std::size_t>(config_.o_groups) * olr);
+        mid(static_cast<std::size_t>(n) * config_.o_groups * olr);
     for (int t = 0; t < n; ++t) {
       const int pos = start + t;
       keys.clear();
@@ -309,19 +320,21 @@ class DeepseekV4ModelImpl : public Model {
         }
         RopeTail(o, d, inv_freq, pos, /*inverse=*/true);
       }
+      // Grouped output projection: group g's heads go through its own slice of o_a.
+      float* mid_t = &mid[static_cast<std::size_t>(t) * config_.o_groups * olr];
       for (int g = 0; g < config_.o_groups; ++g) {
-        MatVec(w.o_a.RowSlice(static_cast<std::int64_t>(g) * olr, olr), &attn[g * group_in],
-               &mid[g * olr]);
+        be_->MatMul(&attn[g * group_in], 1, w.o_a.RowSlice(static_cast<std::int64_t>(g) * olr, olr),
+                    mid_t + g * olr);
       }
-      MatVec(w.o_b, mid.data(), &(*out)[t * h]);
     }
+    be_->MatMul(mid.data(), n, w.o_b, out->data());
   }
 
   void Moe(const DeepseekV4LayerWeights& w, std::int32_t token, const float* x, float* out) const {
     const int experts = config_.n_routed_experts, k = config_.num_experts_per_tok;
     const int h = config_.base.hidden_size;
     std::vector<float> score(experts);
-    MatVec(w.router, x, score.data());
+    be_->MatMul(x, 1, w.router, score.data());
     for (float& s : score) {
       const float softplus = s > 20.0f ? s : std::log1p(std::exp(s));
       s = std::sqrt(softplus);
@@ -340,17 +353,18 @@ class DeepseekV4ModelImpl : public Model {
     float total = 0.0f;
     for (int e : chosen) total += score[e];
     std::vector<float> scratch, expert_out(h);
-    internal::v4::SwiGluMlp(w.shared.gate, w.shared.up, w.shared.down, config_.swiglu_limit, x,
+    internal::v4::SwiGluMlp(be_, w.shared.gate, w.shared.up, w.shared.down, config_.swiglu_limit, x,
                             out, &scratch);
     for (int e : chosen) {
       const DeepseekV4MlpWeights& m = w.experts[e];
-      internal::v4::SwiGluMlp(m.gate, m.up, m.down, config_.swiglu_limit, x, expert_out.data(),
+      internal::v4::SwiGluMlp(be_, m.gate, m.up, m.down, config_.swiglu_limit, x, expert_out.data(),
                               &scratch);
       const float weight = score[e] / (total + 1e-20f) * config_.routed_scaling_factor;
       for (int d = 0; d < h; ++d) out[d] += weight * expert_out[d];
     }
   }
 
+  kernels::Backend* be_;
   DeepseekV4Config config_;
   DeepseekV4Weights weights_;
   std::vector<MappedFile> storage_;
@@ -366,13 +380,13 @@ absl::StatusOr<std::unique_ptr<Model>> CreateDeepseekV4Model(DeepseekV4Config co
                                                              DeepseekV4Weights weights,
                                                              std::vector<MappedFile> storage,
                                                              kernels::Backend* backend) {
-  (void)backend;
+  if (backend == nullptr) return absl::InvalidArgumentError("DeepSeek-V4 needs a backend");
   TANDEM_RETURN_IF_ERROR(internal::ValidateDeepseekV4Config(config));
   if (static_cast<int>(weights.layers.size()) != config.base.num_layers) {
     return absl::InvalidArgumentError("DeepSeek-V4 weights: wrong number of layers");
   }
   return std::unique_ptr<Model>(new DeepseekV4ModelImpl(std::move(config), std::move(weights),
-                                                        std::move(storage)));
+                                                        std::move(storage), backend));
 }
 
 }  // namespace tandem::model

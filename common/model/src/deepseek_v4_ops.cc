@@ -10,29 +10,16 @@ namespace {
 float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 // Unweighted RMSNorm of the flattened streams, then one projection row per mix weight.
-std::vector<float> MixLogits(const HyperParams& p, const float* streams,
+std::vector<float> MixLogits(kernels::Backend* be, const HyperParams& p, const float* streams,
                              const kernels::WeightView& fn) {
   const int flat = p.streams * p.hidden;
   std::vector<float> normed(flat), mixes(fn.rows);
   RmsNorm(streams, flat, nullptr, p.norm_eps, normed.data());
-  MatVec(fn, normed.data(), mixes.data());
+  be->MatMul(normed.data(), 1, fn, mixes.data());
   return mixes;
 }
 
 }  // namespace
-
-void MatVec(const kernels::WeightView& w, const float* x, float* y) {
-  for (std::int64_t r = 0; r < w.rows; ++r) {
-    double acc = 0.0;
-    if (w.dtype == kernels::DType::kF32) {
-      const float* row = static_cast<const float*>(w.data) + r * w.cols;
-      for (std::int64_t c = 0; c < w.cols; ++c) acc += static_cast<double>(row[c]) * x[c];
-    } else {
-      for (std::int64_t c = 0; c < w.cols; ++c) acc += static_cast<double>(w.At(r, c)) * x[c];
-    }
-    y[r] = static_cast<float>(acc);
-  }
-}
 
 void RmsNorm(const float* x, int n, const kernels::WeightView* weight, float eps, float* out) {
   double ss = 0.0;
@@ -55,11 +42,11 @@ void RopeTail(float* x, int dim, std::span<const float> inv_freq, int position, 
   }
 }
 
-HyperMix HyperPre(const HyperParams& p, const float* streams, const kernels::WeightView& fn,
-                  const kernels::WeightView& base, const kernels::WeightView& scale,
-                  float* collapsed) {
+HyperMix HyperPre(kernels::Backend* be, const HyperParams& p, const float* streams,
+                  const kernels::WeightView& fn, const kernels::WeightView& base,
+                  const kernels::WeightView& scale, float* collapsed) {
   const int n = p.streams;
-  const std::vector<float> m = MixLogits(p, streams, fn);
+  const std::vector<float> m = MixLogits(be, p, streams, fn);
   HyperMix mix;
   mix.post.resize(n);
   mix.comb.resize(static_cast<std::size_t>(n) * n);
@@ -115,9 +102,10 @@ void HyperPost(const HyperParams& p, const HyperMix& mix, const float* block_out
   std::copy(next.begin(), next.end(), streams);
 }
 
-void HyperHead(const HyperParams& p, const float* streams, const kernels::WeightView& fn,
-               const kernels::WeightView& base, const kernels::WeightView& scale, float* out) {
-  const std::vector<float> m = MixLogits(p, streams, fn);
+void HyperHead(kernels::Backend* be, const HyperParams& p, const float* streams,
+               const kernels::WeightView& fn, const kernels::WeightView& base,
+               const kernels::WeightView& scale, float* out) {
+  const std::vector<float> m = MixLogits(be, p, streams, fn);
   std::vector<float> pre(p.streams);
   for (int i = 0; i < p.streams; ++i) {
     pre[i] = Sigmoid(m[i] * scale.At(0, 0) + base.At(0, i)) + p.eps;
@@ -159,21 +147,21 @@ void CompressWindow(const WindowRows& previous, const WindowRows& current, bool 
   RopeTail(out, dim, inv_freq, position, /*inverse=*/false);
 }
 
-void SwiGluMlp(const kernels::WeightView& gate, const kernels::WeightView& up,
-               const kernels::WeightView& down, float limit, const float* x, float* out,
-               std::vector<float>* scratch) {
+void SwiGluMlp(kernels::Backend* be, const kernels::WeightView& gate,
+               const kernels::WeightView& up, const kernels::WeightView& down, float limit,
+               const float* x, float* out, std::vector<float>* scratch) {
   const auto inter = static_cast<std::size_t>(gate.rows);
   scratch->resize(2 * inter);
   float* g = scratch->data();
   float* u = g + inter;
-  MatVec(gate, x, g);
-  MatVec(up, x, u);
+  be->MatMul(x, 1, gate, g);
+  be->MatMul(x, 1, up, u);
   for (std::size_t i = 0; i < inter; ++i) {
     const float gi = std::min(g[i], limit);
     const float ui = std::clamp(u[i], -limit, limit);
     g[i] = gi / (1.0f + std::exp(-gi)) * ui;
   }
-  MatVec(down, g, out);
+  be->MatMul(g, 1, down, out);
 }
 
 }  // namespace tandem::model::internal::v4

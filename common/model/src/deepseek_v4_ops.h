@@ -1,16 +1,15 @@
 #pragma once
 
-// Host-side float math of the DeepSeek-V4 forward: the parts with no Backend op (hyper-connections,
-// sinks, window compression, the indexer) and the small per-token projections around them.
+// Host-side float math of the DeepSeek-V4 forward for the parts with no Backend op
+// (hyper-connections, window compression, clamped SwiGLU); projections go through the Backend.
 #include <span>
 #include <vector>
 
+#include "tandem/kernels/backend.h"
 #include "tandem/kernels/dtype.h"
 
 namespace tandem::model::internal::v4 {
 
-// y[r] = sum_c w[r][c] * x[c] for every row of w.
-void MatVec(const kernels::WeightView& w, const float* x, float* y);
 // x * rsqrt(mean(x^2) + eps) (* weight when given), transformers' RMSNorm.
 void RmsNorm(const float* x, int n, const kernels::WeightView* weight, float eps, float* out);
 
@@ -34,14 +33,15 @@ struct HyperParams {
 };
 
 // streams: [n][hidden]. Writes the collapsed block input to `collapsed` ([hidden]).
-HyperMix HyperPre(const HyperParams& p, const float* streams, const kernels::WeightView& fn,
-                  const kernels::WeightView& base, const kernels::WeightView& scale,
-                  float* collapsed);
+HyperMix HyperPre(kernels::Backend* be, const HyperParams& p, const float* streams,
+                  const kernels::WeightView& fn, const kernels::WeightView& base,
+                  const kernels::WeightView& scale, float* collapsed);
 // streams <- post * block_out + comb^T streams.
 void HyperPost(const HyperParams& p, const HyperMix& mix, const float* block_out, float* streams);
 // The final collapse before the model norm (pre weights only).
-void HyperHead(const HyperParams& p, const float* streams, const kernels::WeightView& fn,
-               const kernels::WeightView& base, const kernels::WeightView& scale, float* out);
+void HyperHead(kernels::Backend* be, const HyperParams& p, const float* streams,
+               const kernels::WeightView& fn, const kernels::WeightView& base,
+               const kernels::WeightView& scale, float* out);
 
 // The raw compressor projections of one window's source tokens (pointers into cache rows).
 struct WindowRows {
@@ -58,8 +58,8 @@ void CompressWindow(const WindowRows& previous, const WindowRows& current, bool 
                     float norm_eps, std::span<const float> inv_freq, int position, float* out);
 
 // x -> down(silu(min(gate x, limit)) * clamp(up x, -limit, limit)); scratch grows as needed.
-void SwiGluMlp(const kernels::WeightView& gate, const kernels::WeightView& up,
-               const kernels::WeightView& down, float limit, const float* x, float* out,
-               std::vector<float>* scratch);
+void SwiGluMlp(kernels::Backend* be, const kernels::WeightView& gate,
+               const kernels::WeightView& up, const kernels::WeightView& down, float limit,
+               const float* x, float* out, std::vector<float>* scratch);
 
 }  // namespace tandem::model::internal::v4
