@@ -226,6 +226,53 @@ void ParseDeepseekV4Rope(const Json& j, DeepseekV4Config* c) {
   }
 }
 
+// layer_types, or the older per-layer compress_ratios (0 / 4 / 128), or transformers' default
+// schedule (two HCA layers, then CSA and HCA alternating).
+std::vector<DeepseekV4AttentionKind> ParseDeepseekV4LayerTypes(const Json& j, int n) {
+  std::vector<DeepseekV4AttentionKind> kinds;
+  if (Has(j, "layer_types")) {
+    const Json& types = j.at("layer_types");
+    if (!types.is_array() || static_cast<int>(types.size()) < n) {
+      Fail("layer_types must list every layer");
+    }
+    for (int i = 0; i < n; ++i) {
+      const std::string type = types[i].is_string() ? types[i].get<std::string>() : "";
+      if (type == "sliding_attention") {
+        kinds.push_back(DeepseekV4AttentionKind::kSliding);
+      } else if (type == "compressed_sparse_attention") {
+        kinds.push_back(DeepseekV4AttentionKind::kCompressedSparse);
+      } else if (type == "heavily_compressed_attention") {
+        kinds.push_back(DeepseekV4AttentionKind::kHeavilyCompressed);
+      } else {
+        Fail(absl::StrCat("layer_types[", i, "] \"", type, "\" is not supported"));
+      }
+    }
+  } else if (Has(j, "compress_ratios")) {
+    const Json& ratios = j.at("compress_ratios");
+    if (!ratios.is_array() || static_cast<int>(ratios.size()) < n) {
+      Fail("compress_ratios must list every layer");
+    }
+    for (int i = 0; i < n; ++i) {
+      const int r = ratios[i].is_number_integer() ? ratios[i].get<int>() : -1;
+      if (r == 0) {
+        kinds.push_back(DeepseekV4AttentionKind::kSliding);
+      } else if (r == 4) {
+        kinds.push_back(DeepseekV4AttentionKind::kCompressedSparse);
+      } else if (r == 128) {
+        kinds.push_back(DeepseekV4AttentionKind::kHeavilyCompressed);
+      } else {
+        Fail(absl::StrCat("compress_ratios[", i, "] must be 0, 4 or 128"));
+      }
+    }
+  } else {
+    for (int i = 0; i < n; ++i) {
+      kinds.push_back(i < 2 || i % 2 == 0 ? DeepseekV4AttentionKind::kHeavilyCompressed
+                                          : DeepseekV4AttentionKind::kCompressedSparse);
+    }
+  }
+  return kinds;
+}
+
 DeepseekV4Config ParseDeepseekV4(const Json& j) {
   DeepseekV4Config c;
   c.base = ParseBase(j, Architecture::kDeepseekV4);
@@ -268,23 +315,7 @@ DeepseekV4Config ParseDeepseekV4(const Json& j) {
   }
   c.csa_rate = Int(j, "compress_rate_csa", c.csa_rate);
   c.hca_rate = Int(j, "compress_rate_hca", c.hca_rate);
-  if (!Has(j, "layer_types") || !j.at("layer_types").is_array() ||
-      static_cast<int>(j.at("layer_types").size()) < n) {
-    Fail("layer_types must list every layer");
-  }
-  for (int i = 0; i < n; ++i) {
-    const Json& t = j.at("layer_types")[i];
-    const std::string type = t.is_string() ? t.get<std::string>() : "";
-    if (type == "sliding_attention") {
-      c.attention_kinds.push_back(DeepseekV4AttentionKind::kSliding);
-    } else if (type == "compressed_sparse_attention") {
-      c.attention_kinds.push_back(DeepseekV4AttentionKind::kCompressedSparse);
-    } else if (type == "heavily_compressed_attention") {
-      c.attention_kinds.push_back(DeepseekV4AttentionKind::kHeavilyCompressed);
-    } else {
-      Fail(absl::StrCat("layer_types[", i, "] \"", type, "\" is not supported"));
-    }
-  }
+  c.attention_kinds = ParseDeepseekV4LayerTypes(j, n);
   if (Has(j, "mlp_layer_types")) {
     const Json& m = j.at("mlp_layer_types");
     if (!m.is_array() || static_cast<int>(m.size()) < n) {

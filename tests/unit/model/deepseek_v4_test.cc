@@ -2,6 +2,7 @@
 // computed by DeepseekV4ForCausalLM (tools/fixtures/make_v4_fixture.py). Relative error is per
 // logits row, max|got - want| / max|want| (hf_fixture_test_util.h).
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -190,6 +191,58 @@ TEST(DeepseekV4Config, LayerScheduleAndRoutingComeFromConfig) {
   EXPECT_EQ(c.hca_rate, 8);
   EXPECT_EQ(c.rope_dim, 8);
   EXPECT_EQ(c.sliding_window, 8);
+}
+
+// The fixture's config.json with an edit, parsed as a checkpoint's config would be.
+absl::StatusOr<internal::HfConfig> ParseEdited(const std::function<void(nlohmann::json&)>& edit) {
+  nlohmann::json j =
+      nlohmann::json::parse(testing::ReadBytes(FixtureDir(kFixture) + "/config.json"));
+  edit(j);
+  return internal::ParseHfConfig(j.dump(), "config.json");
+}
+
+TEST(DeepseekV4Config, LegacyCompressRatiosGiveTheSameSchedule) {
+  auto config = ParseEdited([](nlohmann::json& j) {
+    j.erase("layer_types");
+    j["compress_ratios"] = {0, 4, 128};
+  });
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->deepseek_v4.attention_kinds,
+            (std::vector<DeepseekV4AttentionKind>{DeepseekV4AttentionKind::kSliding,
+                                                  DeepseekV4AttentionKind::kCompressedSparse,
+                                                  DeepseekV4AttentionKind::kHeavilyCompressed}));
+}
+
+TEST(DeepseekV4Config, UnknownLayerTypeIsNamed) {
+  auto config = ParseEdited([](nlohmann::json& j) { j["layer_types"][1] = "full_attention"; });
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("layer_types[1]"), std::string::npos)
+      << config.status();
+}
+
+TEST(DeepseekV4Config, SeveralKvHeadsAreRejected) {
+  auto config = ParseEdited([](nlohmann::json& j) { j["num_key_value_heads"] = 2; });
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("num_key_value_heads"), std::string::npos)
+      << config.status();
+}
+
+TEST_F(DeepseekV4Fixture, BadChunksAreErrorsNotCrashes) {
+  TestKv kv(model_->kv_layout(), 4);
+  const auto table = TestKv::Table(0, 2);  // 8 tokens
+  std::vector<float> logits;
+  const std::vector<std::int32_t> out_of_vocab = {5, 256};
+  SequenceChunk c;
+  c.tokens = out_of_vocab;
+  c.block_table = table;
+  EXPECT_FALSE(model_->Forward({&c, 1}, kv.storage, &logits).ok());
+  c.tokens = std::span<const std::int32_t>(full_.data(), 9);  // past the table
+  EXPECT_FALSE(model_->Forward({&c, 1}, kv.storage, &logits).ok());
+  const std::vector<std::int32_t> foreign_block = {0, 7};
+  c.tokens = std::span<const std::int32_t>(full_.data(), 8);
+  c.block_table = foreign_block;
+  EXPECT_FALSE(model_->Forward({&c, 1}, kv.storage, &logits).ok());
+  EXPECT_TRUE(logits.empty());
 }
 
 absl::Status LoadCopy(const std::string& dir) {
