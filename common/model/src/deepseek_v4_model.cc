@@ -22,9 +22,9 @@ KvLayout DeepseekV4KvLayout(const DeepseekV4Config& c) {
   int widest = 0;
   for (int i = 0; i < c.base.num_layers; ++i) {
     int row = c.head_dim;
-    if (c.compress_rate(i) > 0) row += 2 * c.compressor_width(i);
+    if (c.compress_rate(i) > 0) row += 2 * c.compressor_width(i) + c.head_dim;
     if (c.attention_kinds[i] == DeepseekV4AttentionKind::kCompressedSparse) {
-      row += 4 * c.index_head_dim;
+      row += 5 * c.index_head_dim;
     }
     widest = std::max(widest, row);
   }
@@ -42,7 +42,7 @@ using internal::v4::WindowRows;
 
 // Offsets of one layer's fields inside its cache row (deepseek_v4.h).
 struct RowLayout {
-  int comp_kv = 0, comp_gate = 0, idx_kv = 0, idx_gate = 0;
+  int comp_kv = 0, comp_gate = 0, comp_entry = 0, idx_kv = 0, idx_gate = 0, idx_entry = 0;
 };
 
 // One sequence's cache rows for one forward.
@@ -85,8 +85,10 @@ class DeepseekV4ModelImpl : public Model {
       RowLayout& r = rows_[i];
       r.comp_kv = config_.head_dim;
       r.comp_gate = r.comp_kv + config_.compressor_width(i);
-      r.idx_kv = r.comp_gate + config_.compressor_width(i);
+      r.comp_entry = r.comp_gate + config_.compressor_width(i);
+      r.idx_kv = r.comp_entry + config_.head_dim;
       r.idx_gate = r.idx_kv + 2 * config_.index_head_dim;
+      r.idx_entry = r.idx_gate + 2 * config_.index_head_dim;
     }
   }
 
@@ -171,9 +173,15 @@ class DeepseekV4ModelImpl : public Model {
     be_->MatMul(x.data(), rows, weights_.lm_head, logits->data() + at);
   }
 
-  // Compressed entries [0, count) of layer l, rebuilt from the cache rows of their windows.
-  std::vector<float> CompressedEntries(int l, int count, bool indexer,
-                                       const SequenceCache& cache) const {
+  // Entry e of layer l (the attention's or, with `indexer`, the indexer's) lives in the cache row
+  // of its window's last token, written by the forward that completed the window.
+  float* Entry(int l, int e, bool indexer, const SequenceCache& cache) const {
+    const int rate = config_.compress_rate(l);
+    return cache.Row(l, (e + 1) * rate - 1) + (indexer ? rows_[l].idx_entry : rows_[l].comp_entry);
+  }
+
+  // Pools entries [begin, end) of layer l from the raw projections in their windows' rows.
+  void WriteEntries(int l, int begin, int end, bool indexer, const SequenceCache& cache) const {
     const DeepseekV4LayerWeights& w = weights_.layers[l];
     const int rate = config_.compress_rate(l);
     const bool overlapping =
@@ -191,19 +199,17 @@ class DeepseekV4ModelImpl : public Model {
       }
       return r;
     };
-    std::vector<float> entries(static_cast<std::size_t>(count) * dim);
-    for (int e = 0; e < count; ++e) {
+    for (int e = begin; e < end; ++e) {
       const WindowRows previous = overlapping && e > 0 ? window(e - 1) : WindowRows{};
       CompressWindow(previous, window(e), overlapping, dim, cw.ape, cw.norm, config_.rms_norm_eps,
-                     compress_inv_freq_, e * rate, &entries[static_cast<std::size_t>(e) * dim]);
+                     compress_inv_freq_, e * rate, Entry(l, e, indexer, cache));
     }
-    return entries;
   }
 
   // Lightning indexer: the top index_topk of the `visible` compressed entries for one query.
   std::vector<int> SelectEntries(const DeepseekV4LayerWeights& w, const float* x,
-                                 const float* q_residual, int pos, int visible,
-                                 const std::vector<float>& keys) const {
+                                 const float* q_residual, int pos, int layer, int visible,
+                                 const SequenceCache& cache) const {
     const int heads = config_.index_n_heads, dim = config_.index_head_dim;
     std::vector<float> q(static_cast<std::size_t>(heads) * dim), weight(heads);
     be_->MatMul(q_residual, 1, w.indexer_q_b, q.data());
@@ -213,10 +219,11 @@ class DeepseekV4ModelImpl : public Model {
     const float score_scale = 1.0f / std::sqrt(static_cast<float>(dim));
     std::vector<float> score(visible);
     for (int e = 0; e < visible; ++e) {
+      const float* key = Entry(layer, e, /*indexer=*/true, cache);
       float total = 0.0f;
       for (int hd = 0; hd < heads; ++hd) {
         float dot = 0.0f;
-        for (int d = 0; d < dim; ++d) dot += q[hd * dim + d] * keys[e * dim + d];
+        for (int d = 0; d < dim; ++d) dot += q[hd * dim + d] * key[d];
         total += std::max(dot, 0.0f) * score_scale * (weight[hd] * weight_scale);
       }
       score[e] = total;
@@ -273,13 +280,12 @@ class DeepseekV4ModelImpl : public Model {
       project_to_rows(w.indexer_compressor.kv, rows_[l].idx_kv);
       project_to_rows(w.indexer_compressor.gate, rows_[l].idx_gate);
     }
-    const int entries = rate > 0 ? (start + n) / rate : 0;
-    const std::vector<float> comp = rate > 0 ? CompressedEntries(l, entries, false, cache)
-                                             : std::vector<float>{};
-    const std::vector<float> index_keys =
-        kind == DeepseekV4AttentionKind::kCompressedSparse
-            ? CompressedEntries(l, entries, true, cache)
-            : std::vector<float>{};
+    if (rate > 0) {  // the windows this chunk completes
+      WriteEntries(l, start / rate, (start + n) / rate, /*indexer=*/false, cache);
+      if (kind == DeepseekV4AttentionKind::kCompressedSparse) {
+        WriteEntries(l, start / rate, (start + n) / rate, /*indexer=*/true, cache);
+      }
+    }
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
     const int group_in = heads * d / config_.o_groups, olr = config_.o_lora_rank;
     std::vector<const float*> keys;
@@ -293,10 +299,10 @@ class DeepseekV4ModelImpl : public Model {
       }
       const int visible = rate > 0 ? (pos + 1) / rate : 0;
       if (kind == DeepseekV4AttentionKind::kHeavilyCompressed) {
-        for (int e = 0; e < visible; ++e) keys.push_back(&comp[static_cast<std::size_t>(e) * d]);
+        for (int e = 0; e < visible; ++e) keys.push_back(Entry(l, e, false, cache));
       } else if (kind == DeepseekV4AttentionKind::kCompressedSparse) {
-        for (int e : SelectEntries(w, &x[t * h], &q_res[t * qr], pos, visible, index_keys)) {
-          keys.push_back(&comp[static_cast<std::size_t>(e) * d]);
+        for (int e : SelectEntries(w, &x[t * h], &q_res[t * qr], pos, l, visible, cache)) {
+          keys.push_back(Entry(l, e, /*indexer=*/false, cache));
         }
       }
       const float* qt = &q[static_cast<std::size_t>(t) * heads * d];

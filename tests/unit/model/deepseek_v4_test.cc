@@ -82,8 +82,9 @@ TEST_F(DeepseekV4Fixture, ConfigComesFromTheCheckpoint) {
   EXPECT_EQ(model_->config().arch, Architecture::kDeepseekV4);
   EXPECT_EQ(model_->config().vocab_size, 256);
   EXPECT_EQ(model_->kv_layout().num_layers, 3);
-  // CSA row: K=V head (16) + compressor kv/gate (2 * 32) + indexer kv/gate (4 * 8).
-  EXPECT_EQ(model_->kv_layout().floats_per_token, 16 + 64 + 32);
+  // CSA row: K=V head (16) + compressor kv/gate (2 * 32) + entry (16) + indexer kv/gate (4 * 8)
+  // + indexer entry (8).
+  EXPECT_EQ(model_->kv_layout().floats_per_token, 16 + 64 + 16 + 32 + 8);
 }
 
 TEST_F(DeepseekV4Fixture, WholePromptInOneChunkMatchesTransformers) {

@@ -107,13 +107,16 @@ struct DeepseekV4Weights {
 // KV cache row of one token in one layer (floats_per_token is the widest layer's row):
 //   [0, head_dim)                   the token's K=V head after kv_norm and rope (every layer)
 //   compressed layers, then:
-//   [head_dim, +width)              compressor kv projection of the token (raw)
+//   [.., +width)                    compressor kv projection of the token (raw)
 //   [.., +width)                    compressor gate projection of the token (raw, before ape)
+//   [.., +head_dim)                 compressed entry e, in the row of window e's last token
 //   CSA layers, then:
 //   [.., +2*index_head_dim)         indexer compressor kv projection (raw)
 //   [.., +2*index_head_dim)         indexer compressor gate projection (raw)
-// Compressed entries are rebuilt from the raw rows of their window(s) when a query needs them, so
-// any chunking of a sequence sees the same entries; nothing but per-token rows is cached.
+//   [.., +index_head_dim)           indexer entry e, in the row of window e's last token
+// A window may be split across chunks, so its source tokens' raw projections stay in the cache
+// until the forward that completes the window pools them (a CSA entry also reads the previous
+// window's rows); the pooled entry is then written once and read by every later query.
 KvLayout DeepseekV4KvLayout(const DeepseekV4Config& config);
 
 // Validates the config and every weight's shape (errors name the tensor) and builds the model.
