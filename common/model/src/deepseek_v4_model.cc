@@ -109,6 +109,7 @@ class DeepseekV4ModelImpl : public Model {
  private:
   absl::Status CheckChunk(const SequenceChunk& c, const KvStorage& kv) const {
     if (c.start_pos < 0) return absl::InvalidArgumentError("negative start_pos");
+    if (c.tokens.empty()) return absl::InvalidArgumentError("empty chunk");
     for (std::int32_t t : c.tokens) {
       if (t < 0 || t >= config_.base.vocab_size) {
         return absl::InvalidArgumentError(absl::StrCat("token id ", t, " out of vocabulary"));

@@ -239,6 +239,8 @@ TEST_F(DeepseekV4Fixture, BadChunksAreErrorsNotCrashes) {
   EXPECT_FALSE(model_->Forward({&c, 1}, kv.storage, &logits).ok());
   c.tokens = std::span<const std::int32_t>(full_.data(), 9);  // past the table
   EXPECT_FALSE(model_->Forward({&c, 1}, kv.storage, &logits).ok());
+  c.tokens = {};
+  EXPECT_FALSE(model_->Forward({&c, 1}, kv.storage, &logits).ok());
   const std::vector<std::int32_t> foreign_block = {0, 7};
   c.tokens = std::span<const std::int32_t>(full_.data(), 8);
   c.block_table = foreign_block;
