@@ -56,22 +56,9 @@ class DeepseekV3Fixture : public ::testing::TestWithParam<Case> {
     full_.insert(full_.end(), ref_.generated.begin(), ref_.generated.end());
   }
 
-  // Runs `chunks` (sizes summing to a prefix of full_) with kAll, one Forward per chunk.
   std::vector<float> RunChunks(const std::vector<int>& sizes, TestKv* kv,
                                const std::vector<std::int32_t>& table) {
-    std::vector<float> logits;
-    int pos = 0;
-    for (int n : sizes) {
-      SequenceChunk c;
-      c.tokens = std::span<const std::int32_t>(full_.data() + pos, n);
-      c.start_pos = pos;
-      c.block_table = table;
-      c.logits = LogitsMode::kAll;
-      const absl::Status s = model_->Forward({&c, 1}, kv->storage, &logits);
-      EXPECT_TRUE(s.ok()) << s;
-      pos += n;
-    }
-    return logits;
+    return testing::RunChunks(*model_, full_, sizes, kv, table);
   }
 
   std::unique_ptr<kernels::Backend> backend_;

@@ -99,6 +99,26 @@ struct TestKv {
 namespace tandem::model::testing {
 
 // A private copy of a fixture directory that a test may corrupt.
+// Forward over consecutive chunks of `tokens` (sizes summing to a prefix of it), kAll logits, one
+// Forward per chunk: prefill in one chunk, in several, or token by token.
+inline std::vector<float> RunChunks(Model& model, const std::vector<std::int32_t>& tokens,
+                                    const std::vector<int>& sizes, TestKv* kv,
+                                    const std::vector<std::int32_t>& table) {
+  std::vector<float> logits;
+  int pos = 0;
+  for (int n : sizes) {
+    SequenceChunk c;
+    c.tokens = std::span<const std::int32_t>(tokens.data() + pos, n);
+    c.start_pos = pos;
+    c.block_table = table;
+    c.logits = LogitsMode::kAll;
+    const absl::Status s = model.Forward({&c, 1}, kv->storage, &logits);
+    EXPECT_TRUE(s.ok()) << s;
+    pos += n;
+  }
+  return logits;
+}
+
 inline std::string CopyFixture(const std::string& name, const std::string& tag) {
   namespace fs = std::filesystem;
   const fs::path dst =
