@@ -24,21 +24,5 @@ TEST(RouterConfigTest, FlagsBeatEnvironmentWhichBeatsDefaults) {
   EXPECT_EQ(ServedModelName(cfg), "tiny");
 }
 
-TEST(RouterConfigTest, ListenAddressesAreHostAndPort) {
-  auto ok = ParseHostPort("http-listen", "0.0.0.0:8000");
-  ASSERT_TRUE(ok.ok());
-  EXPECT_EQ(ok->host, "0.0.0.0");
-  EXPECT_EQ(ok->port, 8000);
-  auto v6 = ParseHostPort("http-listen", "[::1]:0");
-  ASSERT_TRUE(v6.ok());
-  EXPECT_EQ(v6->host, "::1");
-  EXPECT_EQ(v6->port, 0);
-  for (const char* bad : {"8000", ":8000", "host:", "host:70000", "host:x"}) {
-    auto st = ParseHostPort("http-listen", bad);
-    EXPECT_FALSE(st.ok()) << bad;
-    EXPECT_NE(st.status().message().find("--http-listen"), absl::string_view::npos);
-  }
-}
-
 }  // namespace
 }  // namespace tandem::router
