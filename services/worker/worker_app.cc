@@ -87,9 +87,11 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
     if (!created.ok()) return Fail(absl::StrCat("UCX: ", created.status().message()));
     agent = std::move(*created);
   }
+  // One value per process start: the router drops state of an older incarnation, and a worker
+  // without --worker-id is named by it (the KV receiver needs the id before the port is bound).
+  const std::uint64_t incarnation = NewIncarnation();
   if (cfg.worker_id.empty()) {
-    // Final id needs the bound port; a provisional one keeps handoff ids unique meanwhile.
-    cfg.worker_id = absl::StrCat(RoleName(role), "-", NewIncarnation() % 100000);
+    cfg.worker_id = absl::StrCat(RoleName(role), "-", absl::Hex(incarnation));
   }
   if (role == v1::WORKER_ROLE_DECODE) {
     auto created = KvReceiver::Create(&loop, agent.get(), cfg.worker_id);
@@ -163,7 +165,7 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
     info.set_kv_hash_scheme("chained-fnv1a-splitmix64/v1");
     info.set_max_context((*model)->config().max_position_embeddings);
     info.set_max_running_requests(cfg.max_in_flight);
-    info.set_incarnation(NewIncarnation());
+    info.set_incarnation(incarnation);
     link = std::make_unique<RouterLink>(cfg.router, info, cfg.heartbeat_ms,
                                         [&service] { return service.CurrentLoad(); });
   }

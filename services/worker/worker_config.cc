@@ -12,7 +12,7 @@ void BindWorkerFlags(config::FlagSet* f, WorkerConfig* c) {
             "TANDEM_ADVERTISE_HOST");
   f->String("router", &c->router, "router control address host:port (empty: standalone)",
             "TANDEM_ROUTER");
-  f->String("worker-id", &c->worker_id, "stable worker id (default: role@host:port)",
+  f->String("worker-id", &c->worker_id, "worker id; set it to keep one id across restarts (default: role-<incarnation>)",
             "TANDEM_WORKER_ID");
   f->String("metrics-listen", &c->metrics_listen,
             "HTTP address for /metrics and /health (port 0: ephemeral; empty: off)",

@@ -15,7 +15,7 @@ struct WorkerConfig {
   std::string listen = "127.0.0.1:0";  // gRPC address; port 0 picks a free port
   std::string advertise_host = "127.0.0.1";  // host the router and peers dial
   std::string router;                // router control address; empty: run standalone
-  std::string worker_id;             // default: role-host-port
+  std::string worker_id;             // default: role-<incarnation hex>, new per start
   std::string metrics_listen = "127.0.0.1:0";  // HTTP /metrics and /health; empty: off
   std::string port_file;             // when set, "GRPC_PORT METRICS_PORT" is written here
   int threads = 0;                   // compute threads (0: all cores)
