@@ -103,15 +103,7 @@ void EngineLoop::Run() {
     tasks.swap(tasks_);
   }
   for (Task& task : tasks) task();
-  for (auto& [id, active] : active_) {
-    engine_->Cancel(id).IgnoreError();
-    RequestUpdate update;
-    update.finished = true;
-    update.finish_reason = engine::FinishReason::kCancelled;
-    update.completion_tokens = active.completion_tokens;
-    active.sink(update);
-  }
-  active_.clear();
+  EndAll(engine::FinishReason::kCancelled, "");
 }
 
 void EngineLoop::Dispatch(const std::vector<engine::StepOutput>& outputs) {
@@ -152,17 +144,21 @@ void EngineLoop::PublishLoad() {
   load_.total_blocks = stats.num_blocks;
 }
 
-void EngineLoop::FailAll(const std::string& error) {
+void EngineLoop::EndAll(engine::FinishReason reason, const std::string& error) {
   for (auto& [id, active] : active_) {
     engine_->Cancel(id).IgnoreError();
     RequestUpdate update;
     update.finished = true;
-    update.finish_reason = engine::FinishReason::kError;
+    update.finish_reason = reason;
     update.error = error;
     update.completion_tokens = active.completion_tokens;
     active.sink(update);
   }
   active_.clear();
+}
+
+void EngineLoop::FailAll(const std::string& error) {
+  EndAll(engine::FinishReason::kError, error);
   // The cancellations above are reported by the next Step(); drain them so they are not
   // dispatched to sinks that already heard the error.
   if (engine_->HasPendingWork()) engine_->Step().IgnoreError();

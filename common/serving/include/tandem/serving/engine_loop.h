@@ -77,6 +77,8 @@ class EngineLoop {
   void Run();
   bool Post(Task task);  // false once the loop is stopping
   void Dispatch(const std::vector<engine::StepOutput>& outputs);
+  // Ends every request in flight with `reason`, telling each sink.
+  void EndAll(engine::FinishReason reason, const std::string& error);
   void FailAll(const std::string& error);
   void PublishLoad();
 
