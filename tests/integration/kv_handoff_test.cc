@@ -192,6 +192,38 @@ TEST_F(KvHandoffTest, DecodeReclaimsBlocksReservedForAPrefillThatDied) {
   EXPECT_EQ(RunSplit("after-restart", {1, 403, 407, 261, 378}, 8).size(), 8u);
 }
 
+TEST_F(KvHandoffTest, PrefillAgainstAMismatchedReservationFailsAndHoldsNothing) {
+  StartWorker(&decode_, TANDEM_DECODE_BIN, "decode");
+  StartWorker(&prefill_, TANDEM_PREFILL_BIN, "prefill");
+  const auto prefill_metric = [&](const std::string& name) {
+    return testing::MetricValue(testing::HttpGet(prefill_.metrics_port, "/metrics"), name);
+  };
+  const double prefill_free = prefill_metric("tandem_worker_kv_free_blocks");
+  v1::ReserveKvRequest reserve;
+  reserve.set_request_id("mismatch");
+  reserve.set_num_tokens(100);  // 7 blocks, for a 5-token prompt that fills one
+  v1::ReserveKvResponse reserved;
+  grpc::ClientContext c1;
+  ASSERT_TRUE(decode_.stub->ReserveKv(&c1, reserve, &reserved).ok());
+  v1::PrefillRequest prefill;
+  prefill.set_request_id("mismatch");
+  for (int t : {1, 403, 407, 261, 378}) prefill.add_prompt_token_ids(t);
+  prefill.mutable_sampling()->set_max_tokens(4);
+  *prefill.mutable_kv_target() = reserved.target();
+  v1::PrefillResponse first;
+  grpc::ClientContext c2;
+  const grpc::Status st = prefill_.stub->Prefill(&c2, prefill, &first);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
+  EXPECT_EQ(prefill_metric("tandem_worker_active_requests"), 0);
+  EXPECT_EQ(prefill_metric("tandem_worker_kv_free_blocks"), prefill_free);
+  v1::CancelRequest cancel;
+  cancel.set_request_id("mismatch");
+  v1::CancelResponse cancelled;
+  grpc::ClientContext c3;
+  ASSERT_TRUE(decode_.stub->Cancel(&c3, cancel, &cancelled).ok());
+  EXPECT_EQ(DecodeMetric("tandem_worker_kv_reserved_blocks"), 0);
+}
+
 TEST_F(KvHandoffTest, CancelOfAReservationFreesItAtOnce) {
   StartWorker(&decode_, TANDEM_DECODE_BIN, "decode");
   v1::ReserveKvRequest reserve;
