@@ -8,11 +8,12 @@
 namespace tandem::worker {
 
 RouterLink::RouterLink(std::string router_address, v1::WorkerInfo info, int heartbeat_ms,
-                       LoadFn load)
+                       LoadFn load, KvSync kv_sync)
     : router_address_(std::move(router_address)),
       info_(std::move(info)),
       heartbeat_ms_(heartbeat_ms),
       load_(std::move(load)),
+      kv_sync_(std::move(kv_sync)),
       stub_(v1::RouterControl::NewStub(
           grpc::CreateChannel(router_address_, grpc::InsecureChannelCredentials()))),
       thread_([this] { Run(); }) {}
@@ -40,6 +41,8 @@ bool RouterLink::Register() {
   v1::RegisterWorkerResponse resp;
   if (!stub_->RegisterWorker(&ctx, req, &resp).ok()) return false;
   if (resp.heartbeat_interval_ms() > 0) heartbeat_ms_ = static_cast<int>(resp.heartbeat_interval_ms());
+  // A (re-)registration starts the router's view of us from scratch.
+  if (kv_sync_.resend_snapshot) kv_sync_.resend_snapshot();
   return true;
 }
 
@@ -50,8 +53,10 @@ bool RouterLink::Heartbeat() {
   req.set_worker_id(info_.worker_id());
   req.set_incarnation(info_.incarnation());
   *req.mutable_load() = load_();
+  if (kv_sync_.last_event_seq) req.set_last_kv_event_seq(kv_sync_.last_event_seq());
   v1::HeartbeatResponse resp;
   if (!stub_->Heartbeat(&ctx, req, &resp).ok()) return false;
+  if (resp.resend_kv_snapshot() && kv_sync_.resend_snapshot) kv_sync_.resend_snapshot();
   return !resp.reregister();
 }
 

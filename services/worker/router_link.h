@@ -18,7 +18,14 @@ namespace tandem::worker {
 class RouterLink {
  public:
   using LoadFn = std::function<v1::WorkerLoad()>;
-  RouterLink(std::string router_address, v1::WorkerInfo info, int heartbeat_ms, LoadFn load);
+  // KV event sync riding on registration and heartbeats (both optional).
+  struct KvSync {
+    std::function<std::uint64_t()> last_event_seq;  // reported in every heartbeat
+    // The router lost track of our KV events (it said so, or we registered anew).
+    std::function<void()> resend_snapshot;
+  };
+  RouterLink(std::string router_address, v1::WorkerInfo info, int heartbeat_ms, LoadFn load,
+             KvSync kv_sync = {});
   ~RouterLink();
 
   bool registered() const { return registered_.load(); }
@@ -33,6 +40,7 @@ class RouterLink {
   const v1::WorkerInfo info_;
   int heartbeat_ms_;
   const LoadFn load_;
+  const KvSync kv_sync_;
   std::unique_ptr<v1::RouterControl::Stub> stub_;
   std::atomic<bool> registered_{false};
   std::mutex mu_;

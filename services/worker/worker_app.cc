@@ -16,7 +16,10 @@
 #include "tandem/kernels/backend.h"
 #include "tandem/model/loader.h"
 #include "tandem/serving/engine_loop.h"
+#include "grpcpp/create_channel.h"
+#include "kv_event_publisher.h"
 #include "kv_handoff.h"
+#include "kv_tiers.h"
 #include "router_link.h"
 #include "worker_metrics.h"
 #include "worker_config.h"
@@ -68,14 +71,44 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
   auto model = model::LoadModel(cfg.model, load_options, backend.get());
   if (!model.ok()) return Fail(absl::StrCat("loading ", cfg.model, ": ", model.status().message()));
 
+  // One value per process start: the router drops state of an older incarnation, and a worker
+  // without --worker-id is named by it (the KV receiver needs the id before the port is bound).
+  const std::uint64_t incarnation = NewIncarnation();
+  if (cfg.worker_id.empty()) {
+    cfg.worker_id = absl::StrCat(RoleName(role), "-", absl::Hex(incarnation));
+  }
+
+  // Declared before the engine loop so they outlive the engine that calls into them.
+  auto kv_tiers = OpenKvTiers(cfg.kv_tiers, (*model)->config(), (*model)->kv_layout(),
+                              cfg.block_size);
+  if (!kv_tiers.ok()) return Fail(absl::StrCat("KV tiers: ", kv_tiers.status().message()));
+  auto worker_metrics = WorkerMetrics::Create(RoleName(role), cfg.worker_id);
+  if (!worker_metrics.ok()) return Fail(std::string(worker_metrics.status().message()));
+  std::unique_ptr<KvEventPublisher> kv_publisher;
+  if (!cfg.router.empty()) {
+    KvEventPublisherOptions popts;
+    popts.worker_id = cfg.worker_id;
+    popts.incarnation = incarnation;
+    kv_publisher = std::make_unique<KvEventPublisher>(
+        grpc::CreateChannel(cfg.router, grpc::InsecureChannelCredentials()), popts,
+        kv_tiers->get());
+  }
+
   engine::EngineConfig ecfg;
   ecfg.block_size = cfg.block_size;
   ecfg.kv_cache_bytes = cfg.kv_cache_mb << 20;
   ecfg.max_num_seqs = cfg.max_num_seqs;
   ecfg.max_batch_tokens = cfg.max_batch_tokens;
   ecfg.enable_prefix_caching = cfg.prefix_caching;
+  ecfg.lower_tiers = kv_tiers->get();
   auto engine = engine::Engine::Create(model->get(), backend.get(), ecfg);
   if (!engine.ok()) return Fail(absl::StrCat("engine: ", engine.status().message()));
+  if (kv_publisher != nullptr) {
+    (*engine)->block_manager().SetEventListener(
+        [p = kv_publisher.get()](const engine::KvCacheEvent& e) { p->OnDeviceEvent(e); });
+  }
+  (*engine)->SetTierFetchObserver(
+      [m = worker_metrics->get()](const engine::TierFetchReport& r) { m->ObserveFetch(r); });
   serving::EngineLoop loop(std::move(*engine), serving::EngineLoopOptions{cfg.max_in_flight});
 
   // Only disaggregated roles move KV, so only they pay for a UCX context.
@@ -86,12 +119,6 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
     auto created = transport::CreateUcxAgent({cfg.ucx_transports});
     if (!created.ok()) return Fail(absl::StrCat("UCX: ", created.status().message()));
     agent = std::move(*created);
-  }
-  // One value per process start: the router drops state of an older incarnation, and a worker
-  // without --worker-id is named by it (the KV receiver needs the id before the port is bound).
-  const std::uint64_t incarnation = NewIncarnation();
-  if (cfg.worker_id.empty()) {
-    cfg.worker_id = absl::StrCat(RoleName(role), "-", absl::Hex(incarnation));
   }
   if (role == v1::WORKER_ROLE_DECODE) {
     auto created = KvReceiver::Create(&loop, agent.get(), cfg.worker_id);
@@ -118,8 +145,6 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
 
   const std::string endpoint = absl::StrCat(cfg.advertise_host, ":", bound_port);
 
-  auto worker_metrics = WorkerMetrics::Create(RoleName(role), cfg.worker_id);
-  if (!worker_metrics.ok()) return Fail(std::string(worker_metrics.status().message()));
   std::unique_ptr<http::Server> metrics_server;
   if (!cfg.metrics_listen.empty()) {
     auto hp = config::ParseHostPort("metrics-listen", cfg.metrics_listen);
@@ -133,7 +158,9 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
         .Handle("GET", "/metrics",
                 [&](const http::Request&) -> http::HandlerResult {
                   http::Response r = http::Response::Text(
-                      200, (*worker_metrics)->Scrape(loop, service, receiver.get()));
+                      200, (*worker_metrics)
+                                ->Scrape(loop, service, receiver.get(), kv_tiers->get(),
+                                         kv_publisher.get()));
                   r.content_type = std::string(metrics::Registry::kContentType);
                   return r;
                 })
@@ -166,8 +193,12 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
     info.set_max_context((*model)->config().max_position_embeddings);
     info.set_max_running_requests(cfg.max_in_flight);
     info.set_incarnation(incarnation);
+    RouterLink::KvSync kv_sync;
+    kv_sync.last_event_seq = [p = kv_publisher.get()] { return p->last_sent_seq(); };
+    kv_sync.resend_snapshot = [p = kv_publisher.get()] { p->RequestSnapshot(); };
     link = std::make_unique<RouterLink>(cfg.router, info, cfg.heartbeat_ms,
-                                        [&service] { return service.CurrentLoad(); });
+                                        [&service] { return service.CurrentLoad(); },
+                                        std::move(kv_sync));
   }
 
   const int sig = stop.Wait();

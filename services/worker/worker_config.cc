@@ -35,6 +35,7 @@ void BindWorkerFlags(config::FlagSet* f, WorkerConfig* c) {
          "KV blocks reserved for a handoff are reclaimed after this", "TANDEM_HANDOFF_LEASE_MS");
   f->String("ucx-transports", &c->ucx_transports, "UCX transports (UCX_TLS syntax)",
             "TANDEM_UCX_TRANSPORTS");
+  BindKvTierFlags(f, &c->kv_tiers);
 }
 
 }  // namespace tandem::worker

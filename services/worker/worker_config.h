@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kv_tiers.h"
 #include "tandem/config/flags.h"
 #include "tandem/v1/common.pb.h"
 
@@ -28,6 +29,7 @@ struct WorkerConfig {
   int heartbeat_ms = 1000;
   int handoff_lease_ms = 10000;      // KV reserved for a handoff is reclaimed after this
   std::string ucx_transports;        // UCX_TLS syntax; empty: UCX default
+  KvTierConfig kv_tiers;             // host/disk tiers below the device pool (--kv-*)
 };
 
 // Binds every field to a flag with a TANDEM_* environment fallback.

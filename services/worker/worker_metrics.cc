@@ -61,12 +61,154 @@ absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(const std::
     if (!child.ok()) return child.status();
     c.slot->counter = *child;
   }
+  if (absl::Status st = m->AddTierMetrics(labels); !st.ok()) return st;
   return m;
 }
 
-std::string WorkerMetrics::Scrape(const serving::EngineLoop& loop, const WorkerService& service,
-                                  const KvReceiver* receiver) {
+absl::Status WorkerMetrics::AddTierMetrics(const std::vector<std::string>& labels) {
+  metrics::Registry& r = registry_;
+  const std::vector<std::string> names = {"role", "worker", "tier"};
+  const char* tier_names[kNumTiers] = {"device", "host", "disk"};
+  struct TierCounterSpec {
+    CounterSource TierMetrics::*slot;
+    const char* name;
+    const char* help;
+  };
+  const TierCounterSpec counters[] = {
+      {&TierMetrics::hits, "tandem_worker_kv_tier_hit_blocks_total",
+       "Prompt blocks reused from this tier at admission."},
+      {&TierMetrics::misses, "tandem_worker_kv_tier_miss_blocks_total",
+       "Reusable prompt blocks this tier was asked for and did not hold."},
+      {&TierMetrics::evictions, "tandem_worker_kv_tier_evictions_total",
+       "Blocks that left this tier for lack of room (device: every reuse of a cached block)."},
+      {&TierMetrics::demotions, "tandem_worker_kv_tier_demotions_total",
+       "Blocks moved from this tier to the one below (device to host, host to disk)."},
+      {&TierMetrics::expirations, "tandem_worker_kv_tier_expirations_total",
+       "Blocks removed because their traffic class TTL passed."},
+      {&TierMetrics::corruptions, "tandem_worker_kv_tier_corruptions_total",
+       "Blocks whose checksum or header did not match: served as misses and deleted."},
+  };
+  for (const TierCounterSpec& c : counters) {
+    auto family = r.AddCounter(c.name, c.help, names);
+    if (!family.ok()) return family.status();
+    for (int t = 0; t < kNumTiers; ++t) {
+      auto child = (*family)->WithLabels({labels[0], labels[1], tier_names[t]});
+      if (!child.ok()) return child.status();
+      (tiers_[t].*c.slot).counter = *child;
+    }
+  }
+  auto blocks = r.AddGauge("tandem_worker_kv_tier_blocks", "KV blocks held in this tier.", names);
+  if (!blocks.ok()) return blocks.status();
+  auto bytes = r.AddGauge("tandem_worker_kv_tier_bytes",
+                          "Bytes of KV held in this tier (uncompressed block sizes).", names);
+  if (!bytes.ok()) return bytes.status();
+  auto latency = r.AddHistogram(
+      "tandem_worker_kv_promotion_seconds",
+      "Time from a lower-tier fetch's start until its blocks are usable in the device pool, "
+      "by the slowest tier read.",
+      {0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1}, names);
+  if (!latency.ok()) return latency.status();
+  for (int t = 0; t < kNumTiers; ++t) {
+    const std::vector<std::string> values = {labels[0], labels[1], tier_names[t]};
+    auto b = (*blocks)->WithLabels(values);
+    auto y = (*bytes)->WithLabels(values);
+    auto h = (*latency)->WithLabels(values);
+    if (!b.ok() || !y.ok() || !h.ok()) return absl::InternalError("tier metric labels");
+    tiers_[t].blocks = *b;
+    tiers_[t].bytes = *y;
+    tiers_[t].promotion_seconds = *h;
+  }
+  const std::vector<std::string> plain = {"role", "worker"};
+  struct CounterSpec {
+    CounterSource* slot;
+    const char* name;
+    const char* help;
+  };
+  const CounterSpec more[] = {
+      {&fetch_shortfall_, "tandem_worker_kv_fetch_shortfall_blocks_total",
+       "Blocks a lower tier announced but did not deliver (gone, corrupt, or no pool room): "
+       "recomputed."},
+      {&spill_dropped_, "tandem_worker_kv_spill_dropped_blocks_total",
+       "Evicted device blocks the host tier could not take (at its hard limit)."},
+      {&kv_events_sent_, "tandem_worker_kv_events_sent_total",
+       "KV block events streamed to the router."},
+      {&kv_snapshots_sent_, "tandem_worker_kv_snapshots_sent_total",
+       "KV snapshots streamed to the router (new stream, gap, or overflow)."},
+      {&kv_events_dropped_, "tandem_worker_kv_events_dropped_total",
+       "KV events dropped while the router was slow (replaced by a snapshot)."},
+  };
+  for (const CounterSpec& c : more) {
+    auto child = Child(r.AddCounter(c.name, c.help, plain), labels);
+    if (!child.ok()) return child.status();
+    c.slot->counter = *child;
+  }
+  auto pending = Child(r.AddGauge("tandem_worker_kv_events_pending",
+                                  "KV events queued for the router.", plain),
+                       labels);
+  if (!pending.ok()) return pending.status();
+  kv_events_pending_ = *pending;
+  return absl::OkStatus();
+}
+
+void WorkerMetrics::ObserveFetch(const engine::TierFetchReport& report) {
+  const int tier = report.disk_blocks > 0 ? kDisk : kHost;
+  tiers_[tier].promotion_seconds->Observe(report.seconds);
+}
+
+void WorkerMetrics::SampleTiers(const engine::KvTierStats& e, std::int64_t device_blocks,
+                                std::int64_t device_block_bytes, const kv::TieredKvStore* store) {
+  const auto d = [](std::int64_t v) { return static_cast<double>(v); };
+  TierMetrics& dev = tiers_[kDevice];
+  dev.hits.Sync(d(e.device_hit_blocks));
+  dev.misses.Sync(d(e.host_hit_blocks + e.disk_hit_blocks + e.miss_blocks));
+  dev.demotions.Sync(d(e.spilled_blocks));
+  dev.evictions.Sync(d(e.spilled_blocks + e.spill_dropped_blocks));
+  dev.blocks->Set(d(device_blocks));
+  dev.bytes->Set(d(device_blocks * device_block_bytes));
+  fetch_shortfall_.Sync(d(e.fetch_shortfall_blocks));
+  spill_dropped_.Sync(d(e.spill_dropped_blocks));
+  tiers_[kHost].hits.Sync(d(e.host_hit_blocks));
+  tiers_[kDisk].hits.Sync(d(e.disk_hit_blocks));
+  if (store == nullptr) return;
+  const kv::StoreStats s = store->Stats();
+  const kv::TierStats* lower[] = {&s.host, &s.disk};
+  for (int t = kHost; t <= kDisk; ++t) {
+    const kv::TierStats& ts = *lower[t - kHost];
+    TierMetrics& m = tiers_[t];
+    m.misses.Sync(static_cast<double>(ts.misses));
+    m.evictions.Sync(static_cast<double>(ts.evictions));
+    m.demotions.Sync(static_cast<double>(ts.demotions));
+    m.expirations.Sync(static_cast<double>(ts.expirations));
+    m.corruptions.Sync(static_cast<double>(ts.corruptions));
+    m.blocks->Set(static_cast<double>(ts.blocks));
+    m.bytes->Set(static_cast<double>(ts.bytes));
+  }
+}
+
+std::string WorkerMetrics::Scrape(serving::EngineLoop& loop, const WorkerService& service,
+                                  const KvReceiver* receiver, const kv::TieredKvStore* store,
+                                  const KvEventPublisher* publisher) {
+  engine::KvTierStats tier_stats;
+  std::int64_t device_blocks = 0;
+  std::int64_t device_block_bytes = 0;
+  // Between steps: the engine is single-threaded.
+  loop.RunOnLoop([&](engine::Engine& e) {
+        tier_stats = e.kv_tier_stats();
+        device_blocks = e.block_manager().num_cached_blocks();
+        device_block_bytes =
+            e.block_manager().storage().block_floats() * static_cast<std::int64_t>(sizeof(float));
+        return absl::OkStatus();
+      })
+      .IgnoreError();  // a stopping loop: the last values stay
   std::lock_guard<std::mutex> lock(mu_);
+  SampleTiers(tier_stats, device_blocks, device_block_bytes, store);
+  if (publisher != nullptr) {
+    const KvEventPublisherStats p = publisher->stats();
+    kv_events_sent_.Sync(static_cast<double>(p.events_sent));
+    kv_snapshots_sent_.Sync(static_cast<double>(p.snapshots_sent));
+    kv_events_dropped_.Sync(static_cast<double>(p.events_dropped));
+    kv_events_pending_->Set(static_cast<double>(p.pending_events));
+  }
   const serving::LoopLoad load = loop.load();
   active_requests_->Set(load.in_flight);
   running_requests_->Set(load.running);

@@ -5,7 +5,10 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "kv_event_publisher.h"
 #include "kv_handoff.h"
+#include "tandem/engine/engine.h"
+#include "tandem/kv/tiered_kv_store.h"
 #include "tandem/metrics/registry.h"
 #include "tandem/serving/engine_loop.h"
 #include "worker_service.h"
@@ -19,8 +22,12 @@ class WorkerMetrics {
   static absl::StatusOr<std::unique_ptr<WorkerMetrics>> Create(const std::string& role,
                                                                const std::string& worker_id);
 
-  std::string Scrape(const serving::EngineLoop& loop, const WorkerService& service,
-                     const KvReceiver* receiver);
+  // `store` and `publisher` may be null (no lower tiers, no router).
+  std::string Scrape(serving::EngineLoop& loop, const WorkerService& service,
+                     const KvReceiver* receiver, const kv::TieredKvStore* store,
+                     const KvEventPublisher* publisher);
+  // One completed lower-tier fetch (engine thread); counted under the slowest tier it read.
+  void ObserveFetch(const engine::TierFetchReport& report);
 
  private:
   WorkerMetrics() = default;
@@ -48,6 +55,31 @@ class WorkerMetrics {
   CounterSource handoffs_expired_;
   CounterSource handoffs_completed_;
   CounterSource kv_sent_bytes_;
+
+  // Per KV tier (label tier = device, host, disk); see docs/operations.md.
+  enum TierIndex { kDevice = 0, kHost = 1, kDisk = 2, kNumTiers = 3 };
+  struct TierMetrics {
+    CounterSource hits;
+    CounterSource misses;
+    CounterSource evictions;
+    CounterSource demotions;
+    CounterSource expirations;
+    CounterSource corruptions;
+    metrics::Gauge* blocks = nullptr;
+    metrics::Gauge* bytes = nullptr;
+    metrics::Histogram* promotion_seconds = nullptr;
+  };
+  TierMetrics tiers_[kNumTiers];
+  CounterSource fetch_shortfall_;
+  CounterSource spill_dropped_;
+  CounterSource kv_events_sent_;
+  CounterSource kv_snapshots_sent_;
+  CounterSource kv_events_dropped_;
+  metrics::Gauge* kv_events_pending_ = nullptr;
+
+  absl::Status AddTierMetrics(const std::vector<std::string>& labels);
+  void SampleTiers(const engine::KvTierStats& engine, std::int64_t device_blocks,
+                   std::int64_t device_block_bytes, const kv::TieredKvStore* store);
 };
 
 }  // namespace tandem::worker

@@ -37,9 +37,23 @@ absl::Status ValidateCommon(const v1::ApiVersion& version, const std::string& re
 
 }  // namespace
 
+absl::StatusOr<kv::TrafficClass> WorkerService::TrafficClassOf(const std::string& name) const {
+  if (name.empty()) return default_class_;
+  auto cls = kv::ParseTrafficClass(name);
+  if (!cls.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("traffic_class: ", cls.status().message()));
+  }
+  return *cls;
+}
+
 WorkerService::WorkerService(const WorkerConfig& config, serving::EngineLoop* loop,
                              KvReceiver* receiver, KvSender* sender)
-    : config_(config), loop_(loop), receiver_(receiver), sender_(sender) {}
+    : config_(config),
+      default_class_(
+          kv::ParseTrafficClass(config.kv_tiers.default_traffic_class).value_or(kv::TrafficClass::kChat)),
+      loop_(loop),
+      receiver_(receiver),
+      sender_(sender) {}
 
 v1::WorkerLoad WorkerService::CurrentLoad() const {
   const serving::LoopLoad l = loop_->load();
@@ -86,6 +100,8 @@ grpc::Status WorkerService::Prefill(grpc::ServerContext* context,
   if (request->kv_target().blocks_size() == 0) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "kv_target has no blocks");
   }
+  auto cls = TrafficClassOf(request->traffic_class());
+  if (!cls.ok()) return rpc::ToGrpc(cls.status());
   const std::string& id = request->request_id();
   std::vector<std::int32_t> prompt(request->prompt_token_ids().begin(),
                                    request->prompt_token_ids().end());
@@ -97,7 +113,8 @@ grpc::Status WorkerService::Prefill(grpc::ServerContext* context,
   absl::Status submitted = loop_->SubmitWith(
       id, [queue](const serving::RequestUpdate& u) { queue->Push(u); },
       [&](engine::Engine& e) {
-        return e.AddRequest(id, prompt, params, engine::Engine::RequestOptions{.hold_kv = true});
+        return e.AddRequest(id, prompt, params,
+                            engine::Engine::RequestOptions{.hold_kv = true, .traffic_class = *cls});
       });
   if (!submitted.ok()) return rpc::ToGrpc(submitted);
 
@@ -168,6 +185,8 @@ grpc::Status WorkerService::Generate(grpc::ServerContext* context,
   absl::Status valid = ValidateCommon(request->version(), request->request_id(),
                                       request->prompt_token_ids_size());
   if (!valid.ok()) return rpc::ToGrpc(valid);
+  auto cls = TrafficClassOf(request->traffic_class());
+  if (!cls.ok()) return rpc::ToGrpc(cls.status());
   ScopedCount streams(&active_streams_);
   auto queue = std::make_shared<UpdateQueue>();
   auto sink = [queue](const serving::RequestUpdate& u) { queue->Push(u); };
@@ -175,8 +194,11 @@ grpc::Status WorkerService::Generate(grpc::ServerContext* context,
                                    request->prompt_token_ids().end());
   absl::Status submitted;
   if (request->handoff_id().empty()) {
-    submitted = loop_->Submit(request->request_id(), std::move(prompt),
-                              rpc::FromProto(request->sampling()), sink);
+    const engine::SamplingParams params = rpc::FromProto(request->sampling());
+    const std::string& id = request->request_id();
+    submitted = loop_->SubmitWith(id, sink, [&](engine::Engine& e) {
+      return e.AddRequest(id, prompt, params, engine::Engine::RequestOptions{.traffic_class = *cls});
+    });
   } else if (receiver_ == nullptr) {
     submitted = absl::FailedPreconditionError("this worker does not receive KV handoffs");
   } else {

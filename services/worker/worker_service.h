@@ -4,7 +4,9 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "kv_handoff.h"
+#include "tandem/kv/types.h"
 #include "tandem/serving/engine_loop.h"
 #include "tandem/v1/worker.grpc.pb.h"
 #include "update_queue.h"
@@ -43,7 +45,10 @@ class WorkerService final : public v1::Worker::Service {
                       std::int64_t deadline_unix_ms, int first_token_credit, UpdateQueue& queue,
                       grpc::ServerWriter<v1::GenerateResponse>* writer);
 
+  absl::StatusOr<kv::TrafficClass> TrafficClassOf(const std::string& name) const;
+
   const WorkerConfig config_;
+  const kv::TrafficClass default_class_;
   serving::EngineLoop* loop_;
   KvReceiver* receiver_;
   KvSender* sender_;

@@ -89,6 +89,7 @@ std::int32_t BlockManager::TakeBlock() {
     evictable_.pop_front();
     BlockMeta& m = meta_[b];
     cached_.erase(m.hash);
+    if (spill_) spill_({m.hash, m.parent_hash, m.tag, BlockData(b)});
     Emit(KvCacheEvent::Kind::kEvicted, m, b);
     m.hashed = false;
   }
@@ -125,6 +126,7 @@ void BlockManager::CommitComputedBlocks(std::span<const std::int32_t> tokens, in
     m.hashed = true;
     m.hash = h;
     m.parent_hash = parent;
+    m.tag = table->tag;
     cached_.emplace(h, b);
     Emit(KvCacheEvent::Kind::kStored, m, b);
   }

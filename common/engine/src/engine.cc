@@ -67,9 +67,17 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(model::Model* model,
 
 Engine::Engine(model::Model* model, const EngineConfig& config,
                std::unique_ptr<BlockManager> blocks)
-    : model_(model), config_(config), blocks_(std::move(blocks)) {}
+    : model_(model), config_(config), blocks_(std::move(blocks)) {
+  if (!config_.enable_prefix_caching) config_.lower_tiers = nullptr;
+  if (config_.lower_tiers != nullptr) {
+    blocks_->SetEvictionSpill([this](const EvictedBlock& block) { SpillEvicted(block); });
+  }
+}
 
-Engine::~Engine() = default;
+Engine::~Engine() {
+  // Fetch threads write into the pool until their fetch completes.
+  for (Sequence* seq : fetching_) seq->fetch->done.wait();
+}
 
 absl::Status Engine::ValidateRequest(const std::string& request_id,
                                      std::span<const std::int32_t> prompt,
@@ -136,6 +144,11 @@ absl::Status Engine::AddRequest(const std::string& request_id,
   TANDEM_RETURN_IF_ERROR(ValidateRequest(request_id, prompt, params));
   std::unique_ptr<Sequence> seq = NewSequence(request_id, prompt, params);
   seq->hold_kv = options.hold_kv;
+  if (absl::Status cls = kv::ValidateTrafficClass(options.traffic_class); !cls.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("request ", request_id, ": ", cls.message()));
+  }
+  seq->traffic_class = options.traffic_class;
+  seq->table.tag = static_cast<std::uint8_t>(options.traffic_class);
   waiting_.push_back(seq.get());
   sequences_.emplace(request_id, std::move(seq));
   return absl::OkStatus();
@@ -235,6 +248,15 @@ void Engine::Finish(Sequence* seq, FinishReason reason, std::string error,
 }
 
 void Engine::Retire(Sequence* seq, bool completed) {
+  if (seq->fetch != nullptr) {
+    // Fetch threads may still be writing into its blocks: wait (a few block reads at most).
+    seq->fetch->done.wait();
+    seq->fetch.reset();
+    fetching_.erase(std::find(fetching_.begin(), fetching_.end(), seq));
+    blocks_->Release(&seq->table);
+    sequences_.erase(seq->id);  // destroys seq
+    return;
+  }
   // Only a request that completed keeps its KV for a handoff; a cancelled or failed one has
   // nobody to hand it to.
   if (completed && seq->hold_kv) {
@@ -278,7 +300,10 @@ absl::StatusOr<std::vector<StepOutput>> Engine::Step() {
   std::vector<StepOutput> outputs = std::move(pending_outputs_);
   pending_outputs_.clear();
   const std::vector<ScheduledChunk> batch = Schedule();
-  if (batch.empty()) return outputs;
+  if (batch.empty()) {
+    CompleteTierFetches(/*wait_for_one=*/true);
+    return outputs;
+  }
   ++num_steps_;
 
   std::vector<model::SequenceChunk> chunks;
@@ -331,7 +356,7 @@ bool Engine::HasPendingWork() const { return !sequences_.empty() || !pending_out
 
 EngineStats Engine::stats() const {
   EngineStats s;
-  s.num_waiting = static_cast<int>(waiting_.size());
+  s.num_waiting = static_cast<int>(waiting_.size() + fetching_.size());
   s.num_running = static_cast<int>(running_.size());
   s.num_free_blocks = blocks_->num_free_blocks();
   s.num_blocks = blocks_->num_blocks();

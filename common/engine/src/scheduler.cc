@@ -24,6 +24,7 @@ std::vector<Engine::ScheduledChunk> Engine::Schedule() {
 
   // New work only when nothing had to be preempted this step, else it would be evicted again.
   if (num_preemptions_ == preemptions_before) {
+    CompleteTierFetches(/*wait_for_one=*/false);
     while (!waiting_.empty() && budget > 0 &&
            static_cast<int>(running_.size()) < config_.max_num_seqs) {
       if (!TryAdmit(waiting_.front(), &budget, &batch)) break;  // FCFS: nobody overtakes
@@ -58,6 +59,11 @@ int Engine::BlocksReservedForNextStep(const std::vector<ScheduledChunk>& batch) 
 
 bool Engine::TryAdmit(Sequence* seq, int* budget, std::vector<ScheduledChunk>* batch) {
   const BlockManager::PrefixMatch match = blocks_->FindCachedPrefix(seq->tokens);
+  if (config_.lower_tiers != nullptr && !seq->tiers_looked_up) {
+    seq->tiers_looked_up = true;
+    // Out of waiting_ while its prefix is fetched, or back at the front already (host blocks).
+    if (StartTierFetch(seq, match, *batch)) return true;
+  }
   const int cached = static_cast<int>(match.blocks.size()) * blocks_->block_size();
   const int n = std::min(static_cast<int>(seq->tokens.size()) - cached, *budget);
   const int new_blocks = blocks_->BlocksFor(cached + n) - static_cast<int>(match.blocks.size());
@@ -80,6 +86,7 @@ bool Engine::TryAdmit(Sequence* seq, int* budget, std::vector<ScheduledChunk>* b
   }
   seq->num_computed = cached;
   if (!seq->admitted_before) {
+    CountPrefixReuse(*seq, static_cast<int>(match.blocks.size()));
     seq->cached_tokens = cached;
     seq->admitted_before = true;
   }
@@ -102,6 +109,7 @@ void Engine::Preempt(Sequence* victim, int* budget, std::vector<ScheduledChunk>*
   blocks_->Release(&victim->table);
   victim->num_computed = 0;
   victim->running = false;
+  victim->tiers_looked_up = false;  // its blocks may be in host memory by the time it returns
   running_.erase(std::find(running_.begin(), running_.end(), victim));
   waiting_.push_front(victim);
   ++num_preemptions_;

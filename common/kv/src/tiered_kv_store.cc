@@ -77,6 +77,9 @@ absl::StatusOr<std::unique_ptr<TieredKvStore>> TieredKvStore::Open(
   if (options.demotion_rate_bytes_per_s == 0 || options.demotion_burst_bytes == 0) {
     return absl::InvalidArgumentError("demotion rate and burst must be > 0");
   }
+  if (options.disk_sync_interval_ms < 0) {
+    return absl::InvalidArgumentError("disk_sync_interval_ms must be >= 0");
+  }
   if (options.fetch_threads < 1) return absl::InvalidArgumentError("fetch_threads must be >= 1");
   for (int c = 0; c < kNumTrafficClasses; ++c) {
     if (options.ttl.ttl_ms[c] <= 0) {
@@ -434,6 +437,12 @@ absl::Status TieredKvStore::Step() {
   }
   if (sweep && disk_ != nullptr) TANDEM_RETURN_IF_ERROR(disk_->SweepExpired().status());
   TANDEM_RETURN_IF_ERROR(Demote(now));
+  if (disk_ != nullptr && disk_dirty_ && options_.disk_sync_interval_ms > 0 &&
+      now - last_disk_sync_ms_ >= options_.disk_sync_interval_ms) {
+    TANDEM_RETURN_IF_ERROR(disk_->Sync());
+    disk_dirty_ = false;
+    last_disk_sync_ms_ = now;
+  }
   if (disk_ != nullptr) {
     TANDEM_RETURN_IF_ERROR(
         disk_->EvictDownTo(Fraction(disk_->capacity_bytes(), options_.disk_low_watermark)));
@@ -467,6 +476,7 @@ absl::Status TieredKvStore::Demote(std::int64_t now_ms) {
     }
     // The disk write happens without the lock so lookups and fetches are not held up by it.
     absl::Status put = disk_->Put(key, victim.parent_hash, victim.expiry_unix_ms, *victim.bytes);
+    if (put.ok()) disk_dirty_ = true;
     std::lock_guard<std::mutex> lock(mu_);
     HostTier::Entry* entry = host_.FindMutable(key);
     const bool same = entry != nullptr && entry->bytes == victim.bytes;

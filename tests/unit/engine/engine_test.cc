@@ -15,17 +15,10 @@ namespace {
 
 using testing::Completion;
 using testing::FakeModel;
+using testing::Greedy;
 using testing::ReferenceDecode;
 using testing::Request;
 using testing::RunAll;
-
-SamplingParams Greedy(int max_tokens) {
-  SamplingParams p;
-  p.temperature = 0.0f;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
-  return p;
-}
 
 SamplingParams Seeded(int max_tokens, std::uint64_t seed) {
   SamplingParams p;

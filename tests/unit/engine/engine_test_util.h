@@ -10,6 +10,14 @@
 
 namespace tandem::engine::testing {
 
+inline SamplingParams Greedy(int max_tokens) {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.max_tokens = max_tokens;
+  p.ignore_eos = true;
+  return p;
+}
+
 struct Request {
   std::string id;
   std::vector<std::int32_t> prompt;

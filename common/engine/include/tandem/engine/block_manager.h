@@ -25,12 +25,25 @@ struct KvCacheEvent {
 };
 using KvCacheEventListener = std::function<void(const KvCacheEvent&)>;
 
+// A hashed block about to be reused for other data: the last chance to copy its KV to a lower
+// tier. `data` is the block's memory (all layers), valid only during the call.
+struct EvictedBlock {
+  std::uint64_t block_hash = 0;
+  std::uint64_t parent_hash = 0;
+  std::uint8_t tag = 0;  // BlockTable::tag of the sequence that registered it
+  std::span<const float> data;
+};
+using EvictionSpill = std::function<void(const EvictedBlock&)>;
+
 // One sequence's view of the pool. Owned by the sequence, mutated only by the BlockManager.
 struct BlockTable {
   std::vector<std::int32_t> blocks;
   // Chained hashes of the leading full blocks already registered (or reused): hashes[i] belongs
   // to blocks[i]. Blocks past hashes.size() are private to the sequence.
   std::vector<std::uint64_t> hashes;
+  // Opaque to the BlockManager, stored with the blocks this table registers and handed back on
+  // eviction (the engine keeps the request's traffic class here).
+  std::uint8_t tag = 0;
 };
 
 struct BlockManagerConfig {
@@ -64,6 +77,14 @@ class BlockManager {
   // Called synchronously, on the thread driving the engine, as blocks are stored and evicted;
   // keep it cheap (e.g. append to a queue the publisher drains).
   void SetEventListener(KvCacheEventListener listener) { listener_ = std::move(listener); }
+  // Called synchronously before a cached block's memory is reused (before its kEvicted event).
+  void SetEvictionSpill(EvictionSpill spill) { spill_ = std::move(spill); }
+
+  // The memory of one block (all layers, KvStorage layout). For copying KV in and out.
+  std::span<float> BlockData(std::int32_t block) const {
+    return {storage_.base + static_cast<std::int64_t>(block) * storage_.block_floats(),
+            static_cast<std::size_t>(storage_.block_floats())};
+  }
 
   // A cached prefix of `tokens` a new sequence can reuse: full blocks only, and never the block
   // holding the last token (one token must be computed to produce logits).
@@ -96,6 +117,7 @@ class BlockManager {
     bool hashed = false;
     std::uint64_t hash = 0;
     std::uint64_t parent_hash = 0;
+    std::uint8_t tag = 0;
     std::list<std::int32_t>::iterator lru_pos;  // valid while evictable
   };
 
@@ -112,6 +134,7 @@ class BlockManager {
   std::list<std::int32_t> evictable_;         // hashed, unused; front = least recently freed
   absl::flat_hash_map<std::uint64_t, std::int32_t> cached_;  // hash -> block
   KvCacheEventListener listener_;
+  EvictionSpill spill_;
 };
 
 }  // namespace tandem::engine

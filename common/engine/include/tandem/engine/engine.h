@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -12,6 +13,7 @@
 #include "tandem/engine/block_manager.h"
 #include "tandem/engine/sampling.h"
 #include "tandem/kernels/backend.h"
+#include "tandem/kv/tiered_kv_store.h"
 #include "tandem/model/model.h"
 
 namespace tandem::engine {
@@ -26,7 +28,34 @@ struct EngineConfig {
   // chunks so decodes keep flowing.
   int max_batch_tokens = 2048;
   bool enable_prefix_caching = true;
+  // Host/disk tiers below the device pool (not owned; must outlive the engine). Blocks the pool
+  // evicts are copied there, and admission fetches a prompt's prefix from there before
+  // prefilling the rest. Ignored without prefix caching.
+  kv::TieredKvStore* lower_tiers = nullptr;
 };
+
+// Prefix reuse per tier, counted in blocks at a request's first admission. A prompt's reusable
+// blocks (full blocks before the one holding its last token) are each a device hit, a host or
+// disk hit (fetched into the pool), or a miss (computed).
+struct KvTierStats {
+  std::int64_t device_hit_blocks = 0;
+  std::int64_t host_hit_blocks = 0;
+  std::int64_t disk_hit_blocks = 0;
+  std::int64_t miss_blocks = 0;
+  // Blocks a lower tier announced but did not deliver (evicted, expired, corrupt meanwhile, or no
+  // room in the pool): recomputed instead.
+  std::int64_t fetch_shortfall_blocks = 0;
+  std::int64_t spilled_blocks = 0;         // evicted device blocks copied to host memory
+  std::int64_t spill_dropped_blocks = 0;   // host tier full or failing: not kept
+};
+
+// One completed fetch from the lower tiers, for latency metrics.
+struct TierFetchReport {
+  int host_blocks = 0;
+  int disk_blocks = 0;
+  double seconds = 0;  // from the fetch's start to the blocks being usable
+};
+using TierFetchObserver = std::function<void(const TierFetchReport&)>;
 
 enum class FinishReason : std::uint8_t { kNone, kStop, kLength, kCancelled, kError };
 const char* FinishReasonName(FinishReason reason);
@@ -83,6 +112,8 @@ class Engine {
   // worker after sampling the first token.
   struct RequestOptions {
     bool hold_kv = false;
+    // Namespace and retention of the blocks this request leaves in the lower tiers.
+    kv::TrafficClass traffic_class = kv::TrafficClass::kChat;
   };
   absl::Status AddRequest(const std::string& request_id, std::span<const std::int32_t> prompt,
                           const SamplingParams& params, const RequestOptions& options);
@@ -116,6 +147,9 @@ class Engine {
   bool HasPendingWork() const;
   EngineStats stats() const;
   BlockManager& block_manager() { return *blocks_; }
+  const KvTierStats& kv_tier_stats() const { return tier_stats_; }
+  // Called on the thread driving the engine, once per completed lower-tier fetch.
+  void SetTierFetchObserver(TierFetchObserver observer) { fetch_observer_ = std::move(observer); }
   const model::ModelConfig& model_config() const { return model_->config(); }
 
   // Runs one request to completion on an otherwise idle engine (FailedPrecondition otherwise).
@@ -135,6 +169,16 @@ class Engine {
   std::vector<ScheduledChunk> Schedule();
   bool ScheduleRunning(Sequence* seq, int* budget, std::vector<ScheduledChunk>* batch);
   bool TryAdmit(Sequence* seq, int* budget, std::vector<ScheduledChunk>* batch);
+  // Lower tiers (tier_fetch.cc). StartTierFetch takes `seq` (the front of waiting_) out of the
+  // queue while the blocks it can reuse from host/disk are copied into its pool blocks; true
+  // when it did. Completed fetches register those blocks in the prefix cache and put the
+  // sequence back at the front, where admission finds them as a device prefix.
+  bool StartTierFetch(Sequence* seq, const BlockManager::PrefixMatch& match,
+                      const std::vector<ScheduledChunk>& batch);
+  void CompleteTierFetches(bool wait_for_one);
+  void CompleteTierFetch(Sequence* seq);
+  void SpillEvicted(const EvictedBlock& block);
+  void CountPrefixReuse(const Sequence& seq, int device_blocks);
   void Preempt(Sequence* victim, int* budget, std::vector<ScheduledChunk>* batch);
   int BlocksReservedForNextStep(const std::vector<ScheduledChunk>& batch) const;
   void Finish(Sequence* seq, FinishReason reason, std::string error,
@@ -159,6 +203,9 @@ class Engine {
   absl::flat_hash_map<std::string, BlockTable> held_kv_;  // finished hold_kv requests
   std::deque<Sequence*> waiting_;   // FCFS; preempted sequences go back to the front
   std::vector<Sequence*> running_;  // admission order
+  std::vector<Sequence*> fetching_;  // waiting for lower-tier blocks, in no other queue
+  KvTierStats tier_stats_;
+  TierFetchObserver fetch_observer_;
   std::vector<StepOutput> pending_outputs_;  // cancellations reported by the next Step()
   std::int64_t num_preemptions_ = 0;
   std::int64_t num_steps_ = 0;

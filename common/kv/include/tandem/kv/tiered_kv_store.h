@@ -38,6 +38,9 @@ struct TieredKvStoreOptions {
   std::uint64_t demotion_burst_bytes = 16ull << 20;
   TtlPolicy ttl;
   std::int64_t ttl_sweep_interval_ms = 60'000;
+  // Disk writes skip RocksDB's WAL; Step flushes them this often (clock time) so that blocks
+  // demoted longer ago survive a crash (kill -9). 0: only a clean shutdown flushes.
+  std::int64_t disk_sync_interval_ms = 1000;
   std::size_t event_log_capacity = 1 << 16;
   // nullptr: the system clock. Must outlive the store.
   const Clock* clock = nullptr;
@@ -168,6 +171,9 @@ class TieredKvStore {
   TierStats host_stats_ ABSL_GUARDED_BY(mu_);
   TierStats disk_fetch_stats_ ABSL_GUARDED_BY(mu_);  // lookup hits/misses, promotions
   std::int64_t last_ttl_sweep_ms_ ABSL_GUARDED_BY(mu_) = 0;
+  // Step-only (under step_mu_): demotions written since the last disk sync, and when that was.
+  bool disk_dirty_ = false;
+  std::int64_t last_disk_sync_ms_ = 0;
   std::mutex step_mu_;  // one Step at a time (background thread and explicit calls)
 
   std::mutex queue_mu_;
