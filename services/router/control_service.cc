@@ -18,6 +18,11 @@ grpc::Status ControlService::RegisterWorker(grpc::ServerContext*,
   std::cerr << "router: worker " << request->worker().worker_id() << " ("
             << RoleName(request->worker().role()) << ", " << request->worker().model() << " at "
             << request->worker().grpc_endpoint() << ") registered\n";
+  if (absl::Status st = prefix_router_->OnRegistered(request->worker()); !st.ok()) {
+    // Still served by the registry, but routing cannot place requests on it.
+    std::cerr << "router: worker " << request->worker().worker_id()
+              << " is not routable: " << st.message() << "\n";
+  }
   *response = std::move(*result);
   return grpc::Status::OK;
 }
@@ -25,6 +30,18 @@ grpc::Status ControlService::RegisterWorker(grpc::ServerContext*,
 grpc::Status ControlService::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* request,
                                        v1::HeartbeatResponse* response) {
   *response = registry_->Heartbeat(*request);
+  if (!response->reregister()) {
+    response->set_resend_kv_snapshot(prefix_router_->OnHeartbeat(*request));
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::PublishKvEvents(
+    grpc::ServerContext*, grpc::ServerReaderWriter<v1::KvEventAck, v1::KvEventBatch>* stream) {
+  v1::KvEventBatch batch;
+  while (stream->Read(&batch)) {
+    if (!stream->Write(prefix_router_->OnEvents(batch))) break;
+  }
   return grpc::Status::OK;
 }
 

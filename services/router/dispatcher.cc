@@ -18,6 +18,7 @@ std::uint64_t UnixMs(SystemClock::time_point t) {
 // What one generation has streamed so far.
 struct Dispatcher::StreamState {
   TokenSink* sink = nullptr;
+  WorkerLease* prefill_lease = nullptr;  // told when the prefill answers (routing learns speeds)
   bool stopped_by_sink = false;
   std::uint32_t tokens_seen = 0;
 
@@ -36,7 +37,7 @@ Dispatcher::Dispatcher(WorkerRegistry* registry, Options options)
 absl::StatusOr<GenerationOutcome> Dispatcher::Run(const GenerationRequest& request,
                                                   WorkerPlan& plan, CallCanceller* canceller,
                                                   TokenSink* sink) {
-  StreamState state{.sink = sink};
+  StreamState state{.sink = sink, .prefill_lease = plan.prefill.get()};
   absl::StatusOr<GenerationOutcome> outcome;
   std::vector<const WorkerEntry*> involved;
   if (plan.disaggregated()) {
@@ -110,6 +111,7 @@ absl::StatusOr<GenerationOutcome> Dispatcher::RunDisaggregated(const GenerationR
       return CallFailed(prefill, "Prefill", st, canceller, request);
     }
   }
+  if (state->prefill_lease != nullptr) state->prefill_lease->PrefillDone(prefilled);
   if (options_.metrics != nullptr) {
     options_.metrics->kv_handoff_bytes->Increment(static_cast<double>(prefilled.kv_bytes()));
     options_.metrics->kv_handoff_seconds->Observe(prefilled.kv_transfer_us() / 1e6);

@@ -28,6 +28,14 @@ void BindRouterFlags(config::FlagSet* f, RouterConfig* c) {
          "TANDEM_ROUTER_WORKER_LEASE_MS");
   f->Int("kv-block-size", &c->kv_block_size, "tokens per KV block every worker must use",
          "TANDEM_ROUTER_KV_BLOCK_SIZE");
+  f->String("kv-hash-scheme", &c->kv_hash_scheme,
+            "KV block hash scheme every worker must announce", "TANDEM_ROUTER_KV_HASH_SCHEME");
+  f->String("routing-policy", &c->routing_policy,
+            "tandem, round-robin, least-load, power-of-two, sglang-cache-aware or dynamo-cost",
+            "TANDEM_ROUTER_ROUTING_POLICY");
+  f->Int64("routing-index-blocks", &c->routing_index_blocks,
+           "KV blocks the prefix index remembers (least recently used forgotten beyond)",
+           "TANDEM_ROUTER_ROUTING_INDEX_BLOCKS");
   f->Int("http-io-threads", &c->http_io_threads, "HTTP I/O threads",
          "TANDEM_ROUTER_HTTP_IO_THREADS");
   f->Int64("max-body-bytes", &c->max_body_bytes, "largest request body accepted (413 beyond)",

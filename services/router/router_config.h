@@ -19,6 +19,9 @@ struct RouterConfig {
   int max_in_flight = 512;        // beyond: 429 with Retry-After
   int worker_lease_ms = 3000;     // no heartbeat within it: the worker is down
   int kv_block_size = 16;         // workers with another block size are refused
+  std::string kv_hash_scheme = "chained-fnv1a-splitmix64/v1";  // and another hash scheme
+  std::string routing_policy = "tandem";  // tandem::routing::MakePolicy names
+  std::int64_t routing_index_blocks = std::int64_t{1} << 20;  // KV prefix index bound
   int http_io_threads = 4;
   std::int64_t max_body_bytes = 8 << 20;
   int header_timeout_ms = 10000;  // slow-loris bound: headers must arrive within it

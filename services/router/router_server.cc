@@ -42,10 +42,20 @@ absl::Status RouterServer::Init() {
 
   registry_ = std::make_unique<WorkerRegistry>(WorkerRegistry::Options{
       .kv_block_size = cfg.kv_block_size,
+      .kv_hash_scheme = cfg.kv_hash_scheme,
       .lease_ms = cfg.worker_lease_ms,
       .now = options_.now,
       .metrics = &metrics_});
-  selector_ = std::make_unique<LeastLoadedSelector>(registry_.get());
+  if (cfg.routing_index_blocks < 1) {
+    return absl::InvalidArgumentError("--routing-index-blocks must be >= 1");
+  }
+  TANDEM_ASSIGN_OR_RETURN(prefix_router_,
+                          PrefixRouter::Create(PrefixRouter::Options{
+                              .block_size = cfg.kv_block_size,
+                              .policy = cfg.routing_policy,
+                              .max_index_blocks = static_cast<std::size_t>(cfg.routing_index_blocks),
+                              .now = options_.now}));
+  selector_ = std::make_unique<PolicySelector>(registry_.get(), prefix_router_.get());
   dispatcher_ = std::make_unique<Dispatcher>(registry_.get(), Dispatcher::Options{.metrics = &metrics_});
   generation_ = std::make_unique<GenerationApi>(
       GenerationApi::Options{.served_model = options_.served_model,
@@ -58,7 +68,7 @@ absl::Status RouterServer::Init() {
                           .metrics = &metrics_,
                           .runner = &runner_});
 
-  control_service_ = std::make_unique<ControlService>(registry_.get());
+  control_service_ = std::make_unique<ControlService>(registry_.get(), prefix_router_.get());
   grpc::ServerBuilder builder;
   builder.AddListeningPort(cfg.control_listen, grpc::InsecureServerCredentials(), &control_port_);
   builder.RegisterService(control_service_.get());

@@ -38,6 +38,7 @@ class RouterServer {
   int http_port() const { return http_port_; }
   int control_port() const { return control_port_; }
   WorkerRegistry& registry() { return *registry_; }
+  PrefixRouter& prefix_router() { return *prefix_router_; }
   const metrics::Registry& metrics_registry() const { return metrics_registry_; }
   int active_requests() const { return generation_->active(); }
 
@@ -54,7 +55,8 @@ class RouterServer {
   metrics::Registry metrics_registry_;
   RouterMetrics metrics_;
   std::unique_ptr<WorkerRegistry> registry_;
-  std::unique_ptr<LeastLoadedSelector> selector_;
+  std::unique_ptr<PrefixRouter> prefix_router_;
+  std::unique_ptr<PolicySelector> selector_;
   std::unique_ptr<Dispatcher> dispatcher_;
   PlainChatRenderer renderer_;
   TaskRunner runner_;

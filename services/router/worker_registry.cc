@@ -25,7 +25,17 @@ WorkerEntry::WorkerEntry(v1::WorkerInfo info, std::shared_ptr<grpc::Channel> cha
 WorkerLease::WorkerLease(WorkerRegistry* registry, std::shared_ptr<WorkerEntry> entry)
     : registry_(registry), entry_(std::move(entry)) {}
 
-WorkerLease::~WorkerLease() { registry_->Release(*entry_, watched_); }
+WorkerLease::~WorkerLease() {
+  if (prefill_hook_) prefill_hook_(nullptr);
+  if (release_hook_) release_hook_();
+  registry_->Release(*entry_, watched_);
+}
+
+void WorkerLease::PrefillDone(const v1::PrefillResponse& response) {
+  if (!prefill_hook_) return;
+  prefill_hook_(&response);
+  prefill_hook_ = nullptr;
+}
 
 void WorkerLease::Watch(CallCanceller* canceller) {
   if (watched_ != nullptr) return;
@@ -55,6 +65,12 @@ absl::StatusOr<v1::RegisterWorkerResponse> WorkerRegistry::Register(
         "worker ", info.worker_id(), " uses KV blocks of ", info.kv_block_size(),
         " tokens but this router uses ", options_.kv_block_size,
         ": their prefix hashes would never match"));
+  }
+  if (info.kv_hash_scheme() != options_.kv_hash_scheme) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", info.worker_id(), " hashes KV blocks with '", info.kv_hash_scheme(),
+        "' but this router uses '", options_.kv_hash_scheme,
+        "': its KV events would never match a request (every lookup a miss)"));
   }
 
   absl::MutexLock lock(&mu_);

@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "call_canceller.h"
 #include "router_metrics.h"
+#include "tandem/routing/types.h"
 #include "tandem/v1/router_control.pb.h"
 #include "tandem/v1/worker.grpc.pb.h"
 
@@ -64,10 +65,20 @@ class WorkerLease {
   // Cancels `canceller` when the worker goes down, until the lease ends. At most one.
   void Watch(CallCanceller* canceller);
 
+  // Routing accounting. The prefill hook runs once: with the worker's answer when the dispatcher
+  // reports one (PrefillDone), else with null when the lease ends; the release hook when it ends.
+  void SetPrefillHook(std::function<void(const v1::PrefillResponse*)> hook) {
+    prefill_hook_ = std::move(hook);
+  }
+  void SetReleaseHook(std::function<void()> hook) { release_hook_ = std::move(hook); }
+  void PrefillDone(const v1::PrefillResponse& response);
+
  private:
   WorkerRegistry* registry_;
   std::shared_ptr<WorkerEntry> entry_;
   CallCanceller* watched_ = nullptr;
+  std::function<void(const v1::PrefillResponse*)> prefill_hook_;
+  std::function<void()> release_hook_;
 };
 
 // A healthy candidate and its load: router in-flight plus the last reported running + waiting.
@@ -81,13 +92,14 @@ class WorkerRegistry {
  public:
   struct Options {
     int kv_block_size = 16;
+    std::string kv_hash_scheme = routing::kKvHashScheme;
     int lease_ms = 3000;
     SteadyNow now = [] { return std::chrono::steady_clock::now(); };
     const RouterMetrics* metrics = nullptr;  // optional
   };
   explicit WorkerRegistry(Options options);
 
-  // FailedPrecondition for another KV block size or API major; InvalidArgument for missing fields.
+  // FailedPrecondition for another KV block size, hash scheme or API major; InvalidArgument for missing fields.
   absl::StatusOr<v1::RegisterWorkerResponse> Register(const v1::RegisterWorkerRequest& request);
   // Asks for re-registration when the id or incarnation is unknown; revives a down worker.
   v1::HeartbeatResponse Heartbeat(const v1::HeartbeatRequest& request);

@@ -16,6 +16,11 @@ const WorkerView* LeastLoaded(const std::vector<WorkerView>& candidates) {
   return best;
 }
 
+absl::Status NoWorkersError(const std::string& model, std::size_t prefill, std::size_t decode) {
+  return absl::UnavailableError(absl::StrCat("no healthy workers serve ", model, " (", prefill,
+                                             " prefill, ", decode, " decode, 0 combined)"));
+}
+
 }  // namespace
 
 int WorkerPlan::max_context() const {
@@ -43,9 +48,38 @@ absl::StatusOr<WorkerPlan> LeastLoadedSelector::Select(const std::string& model,
     plan.combined = registry_->Acquire(LeastLoaded(combined)->entry);
     return plan;
   }
-  return absl::UnavailableError(absl::StrCat("no healthy workers serve ", model, " (",
-                                             prefill.size(), " prefill, ", decode.size(),
-                                             " decode, 0 combined)"));
+  return NoWorkersError(model, prefill.size(), decode.size());
+}
+
+absl::StatusOr<WorkerPlan> PolicySelector::Select(const std::string& model,
+                                                  std::span<const std::int32_t> prompt) {
+  PrefixRouter::Candidates candidates;
+  candidates.prefill = registry_->Healthy(model, v1::WORKER_ROLE_PREFILL);
+  candidates.decode = registry_->Healthy(model, v1::WORKER_ROLE_DECODE);
+  if (candidates.prefill.empty() || candidates.decode.empty()) {
+    const std::size_t prefill = candidates.prefill.size(), decode = candidates.decode.size();
+    candidates.prefill = registry_->Healthy(model, v1::WORKER_ROLE_COMBINED);
+    candidates.decode.clear();
+    if (candidates.prefill.empty()) return NoWorkersError(model, prefill, decode);
+  }
+  absl::StatusOr<PrefixRouter::Choice> choice = router_->Choose(prompt, candidates);
+  if (!choice.ok()) return choice.status();
+
+  WorkerPlan plan;
+  PrefixRouter* router = router_;
+  std::unique_ptr<WorkerLease> first = registry_->Acquire(choice->prefill);
+  first->SetPrefillHook([router, ticket = choice->prefill_ticket](const v1::PrefillResponse* r) {
+    router->PrefillFinished(ticket, r);
+  });
+  if (choice->decode == nullptr) {
+    plan.combined = std::move(first);
+    return plan;
+  }
+  plan.prefill = std::move(first);
+  plan.decode = registry_->Acquire(choice->decode);
+  plan.decode->SetReleaseHook(
+      [router, ticket = choice->decode_ticket] { router->DecodeFinished(ticket); });
+  return plan;
 }
 
 }  // namespace tandem::router

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "prefix_router.h"
 #include "worker_registry.h"
 
 namespace tandem::router {
@@ -41,6 +42,21 @@ class LeastLoadedSelector final : public WorkerSelector {
 
  private:
   WorkerRegistry* registry_;
+};
+
+// Routes with the configured policy (--routing-policy) over the KV prefix index: a prefill +
+// decode pair when both pools have healthy workers, else a combined worker. Leases report
+// dispatch, prefill completion (learnt prefill speed) and completion back to the PrefixRouter.
+class PolicySelector final : public WorkerSelector {
+ public:
+  PolicySelector(WorkerRegistry* registry, PrefixRouter* router)
+      : registry_(registry), router_(router) {}
+  absl::StatusOr<WorkerPlan> Select(const std::string& model,
+                                    std::span<const std::int32_t> prompt) override;
+
+ private:
+  WorkerRegistry* registry_;
+  PrefixRouter* router_;
 };
 
 }  // namespace tandem::router

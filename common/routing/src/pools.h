@@ -43,6 +43,10 @@ inline SlotList DecodePool(const ClusterView& view) {
   return list;
 }
 
+// Requests on a worker: the router's own count (exact, immediate) or what the worker last reported
+// (late, but it includes work this router did not send), whichever is larger.
+inline int Load(const WorkerState& s) { return std::max(s.in_flight, s.running + s.waiting); }
+
 inline const WorkerState& StateOf(const ClusterView& view, WorkerSlot w) { return view.workers[w]; }
 
 // Fewest requests in flight; ties to the lowest slot.

@@ -40,8 +40,8 @@ class TandemPolicy final : public Policy {
 
  private:
   static int MinInFlight(const ClusterView& view, const SlotList& pool) {
-    int min_in_flight = view.workers[pool.slots[0]].in_flight;
-    for (WorkerSlot w : pool) min_in_flight = std::min(min_in_flight, view.workers[w].in_flight);
+    int min_in_flight = internal::Load(view.workers[pool.slots[0]]);
+    for (WorkerSlot w : pool) min_in_flight = std::min(min_in_flight, internal::Load(view.workers[w]));
     return min_in_flight;
   }
 
@@ -57,7 +57,7 @@ class TandemPolicy final : public Policy {
     if (now_seconds >= 0 && s.prefill_head_started_seconds >= 0) {
       queued_seconds = std::max(0.0, queued_seconds - (now_seconds - s.prefill_head_started_seconds));
     }
-    const double wait = s.in_flight * options_.prefill_overhead_seconds + queued_seconds;
+    const double wait = internal::Load(s) * options_.prefill_overhead_seconds + queued_seconds;
     const double own = options_.prefill_overhead_seconds + uncached * seconds_per_token;
     return wait + own_weight * own;
   }
@@ -68,14 +68,14 @@ class TandemPolicy final : public Policy {
     // Recomputing what is cached elsewhere also delays the requests that will queue behind this
     // one: the busier the pool, the more a hit is worth against a shorter queue.
     double in_flight_sum = 0;
-    for (WorkerSlot w : pool) in_flight_sum += view.workers[w].in_flight;
+    for (WorkerSlot w : pool) in_flight_sum += internal::Load(view.workers[w]);
     const double own_weight =
         options_.own_work_weight + options_.own_work_weight_per_queued * in_flight_sum / pool.size;
     std::array<double, kMaxWorkers> ttft{};
     double best_ttft = INFINITY;
     for (WorkerSlot w : pool) {
       const WorkerState& s = view.workers[w];
-      ttft[w] = s.in_flight > in_flight_cap
+      ttft[w] = internal::Load(s) > in_flight_cap
                     ? INFINITY
                     : PredictTtft(request, s, own_weight, view.now_seconds);
       best_ttft = std::min(best_ttft, ttft[w]);
@@ -115,11 +115,11 @@ class TandemPolicy final : public Policy {
     double best_step = 0;
     for (WorkerSlot w : pool) {
       const WorkerState& s = view.workers[w];
-      if (s.in_flight > in_flight_cap) continue;
+      if (internal::Load(s) > in_flight_cap) continue;
       // Unknown capacity (no report yet) counts as room.
       const bool fits = s.total_kv_blocks <= 0 || s.total_kv_blocks - s.active_blocks >= need;
       const double step = options_.decode_base_seconds +
-                          options_.decode_per_sequence_seconds * (s.in_flight + 1) +
+                          options_.decode_per_sequence_seconds * (internal::Load(s) + 1) +
                           options_.decode_per_block_seconds *
                               static_cast<double>(s.active_blocks + need);
       if (best == kNoWorker || (fits && !best_fits) || (fits == best_fits && step < best_step)) {

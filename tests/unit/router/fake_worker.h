@@ -97,6 +97,7 @@ class FakeWorker final : public v1::Worker::Service {
     info.set_model("fake-model");
     info.set_grpc_endpoint(endpoint());
     info.set_kv_block_size(block_size);
+    info.set_kv_hash_scheme("chained-fnv1a-splitmix64/v1");
     info.set_max_context(max_context_);
     info.set_incarnation(incarnation);
     return info;

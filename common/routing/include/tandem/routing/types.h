@@ -8,6 +8,10 @@ namespace tandem::routing {
 // request's leading run of known hashes is exactly its cached prefix.
 using BlockHash = std::uint64_t;
 
+// Names tandem::ChainedBlockHash over token ids, as workers announce it at registration: a router
+// and a worker that disagree would never match a prefix, so the router refuses the worker.
+inline constexpr char kKvHashScheme[] = "chained-fnv1a-splitmix64/v1";
+
 // Dense worker index chosen by the caller (the router maps its string worker ids onto slots).
 // Slots are bounded so per-block ownership fits one machine word per tier.
 using WorkerSlot = int;

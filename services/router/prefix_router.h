@@ -1,0 +1,119 @@
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "tandem/routing/kv_index.h"
+#include "tandem/routing/policy.h"
+#include "tandem/routing/worker_slots.h"
+#include "tandem/routing/worker_state.h"
+#include "tandem/v1/router_control.pb.h"
+#include "worker_registry.h"
+
+namespace tandem::router {
+
+// The router's routing core: the global KV prefix index fed by the workers' KV events, the worker
+// table fed by heartbeats and by dispatch/completion, and the configured policy. One mutex guards
+// all of it; ingest and decisions take microseconds. Thread-safe.
+//
+// Liveness stays the registry's (leases); this adds the KV-event side of health: a worker whose
+// heartbeats report events the router has not received a whole heartbeat period later is out of
+// routing (its event stream stopped) until a snapshot re-syncs it.
+class PrefixRouter {
+ public:
+  struct Options {
+    int block_size = 16;
+    std::string policy = "tandem";
+    std::size_t max_index_blocks = std::size_t{1} << 20;
+    SteadyNow now = [] { return std::chrono::steady_clock::now(); };
+  };
+  static absl::StatusOr<std::unique_ptr<PrefixRouter>> Create(Options options);
+
+  // A worker the registry accepted. A new incarnation forgets what the previous one held.
+  absl::Status OnRegistered(const v1::WorkerInfo& info);
+  // Returns whether the worker must resend its KV snapshot.
+  bool OnHeartbeat(const v1::HeartbeatRequest& heartbeat);
+  // One batch from a worker's PublishKvEvents stream.
+  v1::KvEventAck OnEvents(const v1::KvEventBatch& batch);
+
+  // Candidates of one decision: the registry's healthy workers (per role).
+  struct Candidates {
+    std::vector<WorkerView> prefill;  // prefill or combined workers
+    std::vector<WorkerView> decode;   // empty: the prefill worker decodes
+  };
+  struct Choice {
+    std::shared_ptr<WorkerEntry> prefill;
+    std::shared_ptr<WorkerEntry> decode;  // null without a decode pool
+    std::int64_t predicted_cached_tokens = 0;
+    // Accounting handles: pass them to the lease hooks below.
+    int prefill_ticket = -1;
+    int decode_ticket = -1;
+  };
+  absl::StatusOr<Choice> Choose(std::span<const std::int32_t> prompt, const Candidates& candidates,
+                                std::int64_t max_output_tokens = 0);
+
+  // Ends the accounting of a dispatched prefill: measured, when the worker answered, else without
+  // a speed sample (it failed or the request was cancelled first).
+  void PrefillFinished(int ticket, const v1::PrefillResponse* response);
+  void DecodeFinished(int ticket);
+
+  // Chained hashes of the prompt's full blocks (what workers publish for the same tokens).
+  std::vector<routing::BlockHash> BlockHashes(std::span<const std::int32_t> prompt) const;
+
+  // For tests and metrics.
+  bool Routable(const std::string& worker_id);
+  std::int64_t IndexedBlocks(const std::string& worker_id);
+  absl::string_view policy_name() const { return policy_->name(); }
+
+ private:
+  // Per slot: what the router knows of the worker beyond the index and table.
+  struct SlotInfo {
+    std::uint64_t incarnation = 0;
+    bool known = false;       // the index has this incarnation
+    bool registered = false;  // and the table has it (it registered)
+    std::uint64_t generation = 0;  // bumps with each incarnation: late completions are ignored
+    double last_heard = 0;         // seconds on `now`: picks the slot to reuse when all are taken
+    std::uint64_t claimed_seq = 0;  // last_kv_event_seq of the previous heartbeat
+    double last_prefill_end = -1;   // seconds on `now`, for per-prefill compute time
+  };
+  // One dispatched prefill or decode, until it finishes.
+  struct Ticket {
+    bool used = false;
+    routing::WorkerSlot slot = routing::kNoWorker;
+    std::uint64_t generation = 0;
+    std::int64_t uncached_tokens = 0;
+    std::int64_t prompt_tokens = 0;
+    std::int64_t blocks = 0;
+    double dispatched = 0;
+  };
+
+  explicit PrefixRouter(Options options, std::unique_ptr<routing::Policy> policy);
+  double Seconds() const;
+  absl::StatusOr<routing::WorkerSlot> SlotFor(const std::string& worker_id,
+                                              std::uint64_t incarnation)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int NewTicket(const Ticket& ticket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool TicketLive(int ticket) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const Options options_;
+  const std::unique_ptr<routing::Policy> policy_;
+  const std::chrono::steady_clock::time_point epoch_;
+  absl::Mutex mu_;
+  routing::KvIndex index_ ABSL_GUARDED_BY(mu_);
+  routing::WorkerTable table_ ABSL_GUARDED_BY(mu_);
+  routing::WorkerSlots slots_ ABSL_GUARDED_BY(mu_);
+  std::array<SlotInfo, routing::kMaxWorkers> info_ ABSL_GUARDED_BY(mu_){};
+  std::vector<Ticket> tickets_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> free_tickets_ ABSL_GUARDED_BY(mu_);
+  std::vector<routing::BlockHash> chain_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace tandem::router
