@@ -1,0 +1,329 @@
+#include "convert_common.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "render_json.h"
+#include "tandem/recipe/errors.h"
+
+namespace tandem::recipe::internal {
+namespace {
+
+double AsF32(double v) { return static_cast<double>(static_cast<float>(v)); }
+
+bool IsToolNameChar(char c) {
+  return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+}
+
+bool IsSchemaTypeName(const Json& v) {
+  static constexpr absl::string_view kTypes[] = {"array",  "boolean", "integer", "null",
+                                                 "number", "object",  "string"};
+  if (!v.is_string()) return false;
+  const std::string& s = v.get_ref<const std::string&>();
+  return std::find(std::begin(kTypes), std::end(kTypes), s) != std::end(kTypes);
+}
+
+// The JSON Schema meta-schema checks a client is most likely to trip: every schema is an object
+// or a boolean, and every "type" is a type name or a list of them.
+absl::Status CheckSchemaShape(const Json& schema, const std::string& tool) {
+  auto fail = [&](absl::string_view detail) {
+    return RequestError(absl::StrCat("Invalid schema for function '", tool, "': ", detail));
+  };
+  if (schema.is_boolean()) return absl::OkStatus();
+  if (!schema.is_object()) {
+    return fail(absl::StrCat(ToJson(schema, JsonStyle::kCompact),
+                             " is not of types \"boolean\", \"object\""));
+  }
+  if (schema.contains("type")) {
+    const Json& type = schema["type"];
+    bool ok = IsSchemaTypeName(type);
+    if (type.is_array()) {
+      ok = std::all_of(type.begin(), type.end(), [](const Json& t) { return IsSchemaTypeName(t); });
+    }
+    if (!ok) {
+      return fail(absl::StrCat(ToJson(type, JsonStyle::kCompact),
+                               " is not valid under any of the schemas listed in the 'anyOf' "
+                               "keyword"));
+    }
+  }
+  for (const char* key : {"properties", "$defs", "definitions", "patternProperties"}) {
+    if (!schema.contains(key) || !schema[key].is_object()) continue;
+    for (const auto& [name, sub] : schema[key].items()) {
+      absl::Status s = CheckSchemaShape(sub, tool);
+      if (!s.ok()) return s;
+    }
+  }
+  for (const char* key : {"items", "additionalProperties", "not"}) {
+    if (!schema.contains(key) || schema[key].is_array()) continue;
+    if (schema[key].is_object() || !schema[key].is_boolean()) {
+      absl::Status s = CheckSchemaShape(schema[key], tool);
+      if (!s.ok()) return s;
+    }
+  }
+  for (const char* key : {"anyOf", "oneOf", "allOf", "prefixItems"}) {
+    if (!schema.contains(key) || !schema[key].is_array()) continue;
+    for (const Json& sub : schema[key]) {
+      absl::Status s = CheckSchemaShape(sub, tool);
+      if (!s.ok()) return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Strict mode as OpenAI defines it: objects admit no other properties and require all of theirs.
+void NormalizeStrict(Json* schema) {
+  if (!schema->is_object()) return;
+  if (schema->contains("properties") && (*schema)["properties"].is_object()) {
+    Json required = Json::array();
+    for (auto& [name, sub] : (*schema)["properties"].items()) {
+      required.push_back(name);
+      NormalizeStrict(&sub);
+    }
+    schema->erase("additionalProperties");
+    schema->erase("required");
+    (*schema)["additionalProperties"] = false;
+    (*schema)["required"] = std::move(required);
+  }
+  for (const char* key : {"items", "additionalItems"}) {
+    if (schema->contains(key)) NormalizeStrict(&(*schema)[key]);
+  }
+  for (const char* key : {"anyOf", "oneOf", "allOf"}) {
+    if (!schema->contains(key) || !(*schema)[key].is_array()) continue;
+    for (Json& sub : (*schema)[key]) NormalizeStrict(&sub);
+  }
+  for (const char* key : {"$defs", "definitions"}) {
+    if (!schema->contains(key) || !(*schema)[key].is_object()) continue;
+    for (auto& [name, sub] : (*schema)[key].items()) NormalizeStrict(&sub);
+  }
+}
+
+}  // namespace
+
+absl::Status BodyError(absl::string_view detail) {
+  return RequestError(absl::StrCat("invalid request body: ", detail));
+}
+
+std::string DescribeUnexpected(const Json& value) {
+  switch (value.type()) {
+    case Json::value_t::null: return "null";
+    case Json::value_t::boolean: return absl::StrCat("boolean `", value.get<bool>() ? "true" : "false", "`");
+    case Json::value_t::number_integer: return absl::StrCat("integer `", value.get<std::int64_t>(), "`");
+    case Json::value_t::number_unsigned: return absl::StrCat("integer `", value.get<std::uint64_t>(), "`");
+    case Json::value_t::number_float: return absl::StrCat("floating point `", FormatJsonFloat(value.get<double>()), "`");
+    case Json::value_t::string: return absl::StrCat("string ", ToJson(value, JsonStyle::kCompact));
+    case Json::value_t::array: return "sequence";
+    default: return "map";
+  }
+}
+
+absl::Status InvalidType(const Json& value, absl::string_view expected) {
+  return BodyError(absl::StrCat("invalid type: ", DescribeUnexpected(value), ", expected ", expected));
+}
+
+absl::Status MissingField(absl::string_view field) {
+  return BodyError(absl::StrCat("missing field `", field, "`"));
+}
+
+absl::Status UnknownVariant(absl::string_view got, std::initializer_list<absl::string_view> expected) {
+  std::vector<std::string> quoted;
+  for (absl::string_view e : expected) quoted.push_back(absl::StrCat("`", e, "`"));
+  if (quoted.size() == 1) {
+    return BodyError(absl::StrCat("unknown variant `", got, "`, expected ", quoted[0]));
+  }
+  return BodyError(absl::StrCat("unknown variant `", got, "`, expected one of ",
+                                absl::StrJoin(quoted, ", ")));
+}
+
+absl::StatusOr<std::optional<std::string>> ReadString(const Json& object, const char* key) {
+  auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return std::optional<std::string>();
+  if (!it->is_string()) return InvalidType(*it, "a string");
+  return std::optional<std::string>(it->get<std::string>());
+}
+
+absl::StatusOr<std::string> RequireString(const Json& object, const char* key) {
+  auto it = object.find(key);
+  if (it == object.end()) return MissingField(key);
+  if (!it->is_string()) return InvalidType(*it, "a string");
+  return it->get<std::string>();
+}
+
+absl::StatusOr<std::optional<bool>> ReadBool(const Json& object, const char* key) {
+  auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return std::optional<bool>();
+  if (!it->is_boolean()) return InvalidType(*it, "a boolean");
+  return std::optional<bool>(it->get<bool>());
+}
+
+absl::StatusOr<std::optional<double>> ReadF32(const Json& object, const char* key) {
+  auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return std::optional<double>();
+  if (!it->is_number()) return InvalidType(*it, "f32");
+  return std::optional<double>(AsF32(it->get<double>()));
+}
+
+absl::StatusOr<std::optional<std::uint64_t>> ReadUnsigned(const Json& object, const char* key,
+                                                          absl::string_view type_name,
+                                                          std::uint64_t max) {
+  auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return std::optional<std::uint64_t>();
+  if (it->is_number_integer() && !it->is_number_unsigned() && it->get<std::int64_t>() < 0) {
+    return BodyError(absl::StrCat("invalid value: integer `", it->get<std::int64_t>(),
+                                  "`, expected ", type_name));
+  }
+  if (!it->is_number_unsigned() && !it->is_number_integer()) return InvalidType(*it, type_name);
+  const std::uint64_t v = it->get<std::uint64_t>();
+  if (v > max) {
+    return BodyError(absl::StrCat("invalid value: integer `", v, "`, expected ", type_name));
+  }
+  return std::optional<std::uint64_t>(v);
+}
+
+absl::StatusOr<ModelVersion> ResolveModelVersion(absl::string_view model,
+                                                 const ConversionOptions& options) {
+  auto it = options.model_versions_by_name.find(std::string(model));
+  if (it != options.model_versions_by_name.end()) return it->second;
+  std::vector<std::string> names;
+  for (const auto& [name, version] : options.model_versions_by_name) names.push_back(name);
+  return RequestError(absl::StrCat("The supported API model names are ", absl::StrJoin(names, ", "),
+                                   ", but you passed ", model, "."));
+}
+
+absl::StatusOr<std::optional<ReasoningEffort>> ParseEffortName(absl::string_view name) {
+  if (name == "none") return std::optional<ReasoningEffort>();
+  if (name == "minimal" || name == "low") return std::optional(ReasoningEffort::kLow);
+  if (name == "medium" || name == "high") return std::optional(ReasoningEffort::kHigh);
+  if (name == "xhigh") return std::optional(ReasoningEffort::kXHigh);
+  if (name == "ultra" || name == "max") return std::optional(ReasoningEffort::kMax);
+  return UnknownVariant(name, {"none", "minimal", "low", "medium", "high", "xhigh", "ultra", "max"});
+}
+
+absl::StatusOr<ToolDefinition> ConvertFunctionTool(const std::string& name,
+                                                   std::optional<std::string> description,
+                                                   std::optional<Json> parameters,
+                                                   std::optional<bool> strict,
+                                                   absl::string_view path) {
+  if (name.empty()) {
+    return RequestError(absl::StrCat("Invalid '", path,
+                                     "': empty string. Expected a string with minimum length 1, "
+                                     "but got an empty string instead."));
+  }
+  if (!std::all_of(name.begin(), name.end(), IsToolNameChar)) {
+    return RequestError(absl::StrCat("Invalid '", path,
+                                     "': string does not match pattern. Expected a string that "
+                                     "matches the pattern '^[a-zA-Z0-9_-]+$'."));
+  }
+  ToolDefinition tool;
+  tool.name = name;
+  tool.description = std::move(description);
+  tool.strict = strict;
+  tool.parameters = parameters.has_value() ? std::move(*parameters) : Json::object();
+  if (parameters.has_value()) {
+    absl::Status shape = CheckSchemaShape(tool.parameters, name);
+    if (!shape.ok()) return shape;
+    const Json type = tool.parameters.is_object() && tool.parameters.contains("type")
+                          ? tool.parameters["type"]
+                          : Json(nullptr);
+    if (!(type.is_string() && type.get<std::string>() == "object")) {
+      return RequestError(absl::StrCat(
+          "Invalid schema for function '", name,
+          "': schema must be a JSON Schema of 'type: \"object\"', got 'type: ",
+          ToJson(type, JsonStyle::kCompact), "'."));
+    }
+  }
+  if (strict.value_or(false)) NormalizeStrict(&tool.parameters);
+  return tool;
+}
+
+absl::Status CheckUniqueToolNames(const std::vector<ToolDefinition>& tools) {
+  for (std::size_t i = 0; i < tools.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      if (tools[i].name == tools[j].name) return RequestError("Tool names must be unique.");
+    }
+  }
+  return absl::OkStatus();
+}
+
+void ResolveSampling(ModelVersion version, const Conversation& conversation,
+                     std::optional<double> temperature, std::optional<double> top_p,
+                     InferenceOptions* inference) {
+  const bool thinking = conversation.thinking_mode;
+  const bool tools_active =
+      !conversation.tools.empty() && conversation.tool_choice != ToolChoice::kNone;
+  const double kThinkingTopPFloor = AsF32(0.95);
+  inference->temperature = thinking ? 1.0 : temperature.value_or(1.0);
+  if (version == ModelVersion::kDeepseekV41) {
+    inference->top_p = thinking ? std::max(top_p.value_or(1.0), kThinkingTopPFloor) : 1.0;
+  } else {
+    inference->top_p = thinking ? (tools_active ? kThinkingTopPFloor : 1.0) : top_p.value_or(1.0);
+  }
+}
+
+std::optional<OutputConstraint> OutputConstraintFor(const Conversation& conversation) {
+  const bool tools_active =
+      !conversation.tools.empty() && conversation.tool_choice != ToolChoice::kNone;
+  if (tools_active) {
+    Json list = Json::array();
+    for (const ToolDefinition& tool : conversation.tools) {
+      Json function = Json::object();
+      function["name"] = tool.name;
+      function["description"] = tool.description.has_value() ? Json(*tool.description) : Json(nullptr);
+      function["parameters"] = tool.parameters;
+      function["strict"] = tool.strict.has_value() ? Json(*tool.strict) : Json(nullptr);
+      Json entry = Json::object();
+      entry["type"] = "function";
+      entry["function"] = std::move(function);
+      if (tool.defer_loading) entry["defer_loading"] = true;
+      list.push_back(std::move(entry));
+    }
+    return OutputConstraint{conversation.tool_choice == ToolChoice::kRequired ? "tool_call_required"
+                                                                              : "tool_call",
+                            ToJson(list, JsonStyle::kCompact)};
+  }
+  switch (conversation.response_format) {
+    case ResponseFormat::kJsonObject: return OutputConstraint{"json", ""};
+    case ResponseFormat::kJsonSchema:
+      return OutputConstraint{"json", ToJson(conversation.response_schema.value_or(nullptr),
+                                             JsonStyle::kCompact)};
+    case ResponseFormat::kRegex:
+      return OutputConstraint{"regex", conversation.response_regex.value_or("")};
+    case ResponseFormat::kText: break;
+  }
+  return std::nullopt;
+}
+
+ParsingOptions ParsingOptionsFor(const Conversation& conversation,
+                                 std::vector<std::string> stop_sequences) {
+  ParsingOptions p;
+  const bool tools_active =
+      !conversation.tools.empty() && conversation.tool_choice != ToolChoice::kNone;
+  p.parse_tool_calls = tools_active;
+  p.starts_in_tool_calls = tools_active && conversation.tool_choice == ToolChoice::kRequired;
+  p.parse_json_output = conversation.response_format == ResponseFormat::kJsonObject;
+  if (conversation.thinking_mode) {
+    p.thinking_initial_stage = ThinkingInitialStage::kReasoningStart;
+    if (!conversation.messages.empty()) {
+      const Message& last = conversation.messages.back();
+      if (last.role == Role::kAssistant && last.prefix) {
+        p.thinking_initial_stage = last.content.empty()
+                                       ? ThinkingInitialStage::kReasoningContinuation
+                                       : ThinkingInitialStage::kContentContinuation;
+      }
+    }
+  }
+  p.stop_sequences = std::move(stop_sequences);
+  return p;
+}
+
+bool MentionsJson(const Conversation& conversation) {
+  for (const Message& m : conversation.messages) {
+    if (absl::StrContains(absl::AsciiStrToLower(m.content), "json")) return true;
+  }
+  return false;
+}
+
+}  // namespace tandem::recipe::internal
