@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""tandem-bench: an open-loop load generator for any OpenAI-compatible endpoint.
+
+  run:  tandem_bench.py run --url http://127.0.0.1:8000 --trace T.jsonl [--time-scale S] ...
+        tandem_bench.py run --url ... --fixed --num-requests N --input-tokens L --output-tokens O
+                            [--rate R (Poisson, per second; default: all at once)]
+        Writes --out JSON (summary + per-request records) and, with --plot, a PNG.
+  plot: tandem_bench.py plot --out fig.png A.json B.json ...   (overlays runs: CDFs, TTFT over time)
+
+Open loop: every request is sent at its arrival time whatever the server's state, so a slow server
+builds a queue instead of slowing the load. Trace prompts: each trace hash id becomes a fixed block
+of single-token words of the server's tokenizer (--tokenizer), so equal hash ids are equal tokens
+and the server's prefix cache sees what the trace's did. Stdlib only; plots need matplotlib.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import client  # noqa: E402
+import report  # noqa: E402
+import workload  # noqa: E402
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="tandem-bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="send a workload and measure it")
+    run.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:8000")
+    run.add_argument("--model", help="model name (default: the first of GET /v1/models)")
+    run.add_argument("--label", default="", help="name of this run in plots")
+    src = run.add_mutually_exclusive_group(required=True)
+    src.add_argument("--trace", type=Path, help="Mooncake-format JSONL trace")
+    src.add_argument("--fixed", action="store_true", help="fixed-length requests (see --rate)")
+    run.add_argument("--trace-block-size", type=int, default=512,
+                     help="tokens per hash id in the trace (Mooncake: 512)")
+    run.add_argument("--block-tokens", type=int, default=16,
+                     help="server tokens each trace block becomes (a multiple of the KV block size"
+                          " keeps blocks aligned)")
+    run.add_argument("--time-scale", type=float, default=1.0,
+                     help="compress the trace's time this many times")
+    run.add_argument("--start-ms", type=float, default=0, help="skip trace requests before this")
+    run.add_argument("--duration-s", type=float, default=math.inf,
+                     help="stop at this many (compressed) seconds of arrivals")
+    run.add_argument("--max-requests", type=int, help="at most this many requests")
+    run.add_argument("--output-scale", type=float, default=1.0,
+                     help="multiply trace output lengths by this")
+    run.add_argument("--max-output-tokens", type=int, default=1 << 20,
+                     help="cap every request's max_tokens")
+    run.add_argument("--max-input-tokens", type=int, default=1 << 30,
+                     help="skip requests with longer prompts (the model's context)")
+    run.add_argument("--num-requests", type=int, default=100)
+    run.add_argument("--input-tokens", type=int, default=128)
+    run.add_argument("--output-tokens", type=int, default=32)
+    run.add_argument("--rate", type=float, default=math.inf,
+                     help="--fixed arrivals per second, Poisson (default: all at once)")
+    run.add_argument("--seed", type=int, default=1)
+    run.add_argument("--tokenizer",
+                     help="the server's tokenizer: llama2.c tokenizer.bin, tokenizer.json, or a"
+                          " model directory holding one (default: plain English words)")
+    run.add_argument("--slo-ttft-s", type=float, default=1.0)
+    run.add_argument("--slo-itl-s", type=float, default=0.1)
+    run.add_argument("--timeout-s", type=float, default=300)
+    run.add_argument("--ignore-eos", action="store_true",
+                     help="send ignore_eos (vLLM/SGLang extension) so outputs reach max_tokens")
+    run.add_argument("--out", type=Path, required=True, help="JSON results")
+    run.add_argument("--plot", type=Path, help="PNG of this run")
+    plot = sub.add_parser("plot", help="overlay the runs of several JSON results")
+    plot.add_argument("--out", type=Path, required=True)
+    plot.add_argument("--title", default="")
+    plot.add_argument("results", type=Path, nargs="+")
+    return p.parse_args(argv)
+
+
+def build_requests(args) -> list[workload.BenchRequest]:
+    if args.fixed:
+        return workload.fixed_requests(args.num_requests, args.input_tokens, args.output_tokens,
+                                       args.rate, args.seed)
+    rows = workload.read_trace(args.trace, args.trace_block_size)
+    requests = workload.trace_requests(
+        rows, args.trace_block_size, args.block_tokens, args.time_scale, args.output_scale,
+        args.max_output_tokens, args.start_ms, args.duration_s, None)
+    kept = [r for r in requests if r.input_tokens + r.output_tokens <= args.max_input_tokens]
+    if len(kept) < len(requests):
+        print(f"note: {len(requests) - len(kept)} requests longer than --max-input-tokens "
+              f"{args.max_input_tokens} left out", file=sys.stderr)
+    return kept[:args.max_requests] if args.max_requests else kept
+
+
+async def replay(args, model: str, requests, vocab) -> tuple[list[client.Result], float]:
+    start = time.perf_counter()
+    prompts = [vocab.prompt(r, args.block_tokens) for r in requests]
+
+    async def one(i: int, r: workload.BenchRequest):
+        delay = r.arrival_s - (time.perf_counter() - start)
+        if delay > 0:
+            await asyncio.sleep(delay)
+        return await client.stream_completion(args.url, model, prompts[i], r.output_tokens, i,
+                                              start, args.timeout_s, args.ignore_eos)
+
+    results = await asyncio.gather(*(one(i, r) for i, r in enumerate(requests)))
+    return list(results), time.perf_counter() - start
+
+
+def command_run(args) -> int:
+    requests = build_requests(args)
+    if not requests:
+        print("error: no usable requests", file=sys.stderr)
+        return 1
+    try:
+        vocab = workload.load_vocabulary(args.tokenizer)
+    except (OSError, ValueError, ImportError) as e:
+        print(f"error: --tokenizer {args.tokenizer}: {e}", file=sys.stderr)
+        return 1
+    model = args.model or client.served_model(args.url)
+    print(f"tandem-bench: {workload.describe(requests)} -> {args.url} ({model})", file=sys.stderr)
+    results, wall = asyncio.run(replay(args, model, requests, vocab))
+    summary = report.summarize(results, wall, args.slo_ttft_s, args.slo_itl_s)
+    summary["label"] = args.label
+    out = {"summary": summary,
+           "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
+                      if not (isinstance(v, float) and math.isinf(v))},
+           "requests": [dataclasses.asdict(r) for r in results]}
+    args.out.write_text(json.dumps(out, indent=1))
+    print(json.dumps(summary))
+    if args.plot:
+        report.plot([(args.label or args.out.stem, out["requests"])], args.plot, args.label)
+    return 0 if summary["succeeded"] > 0 else 1
+
+
+def command_plot(args) -> int:
+    runs = []
+    for path in args.results:
+        data = json.loads(path.read_text())
+        runs.append((data["summary"].get("label") or path.stem, data["requests"]))
+    return 0 if report.plot(runs, args.out, args.title) else 1
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv if argv is not None else sys.argv[1:])
+    return command_run(args) if args.command == "run" else command_plot(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

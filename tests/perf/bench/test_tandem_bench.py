@@ -1,0 +1,123 @@
+"""tandem-bench checks: trace validation, prompt synthesis, and a run against a stdlib fake
+OpenAI server. Run: python -m pytest tests/perf/bench (no third-party packages needed)."""
+
+import io
+import json
+import os
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+import tandem_bench
+import workload
+
+SHARED = Path(os.environ.get("TANDEM_SHARED_DIR", Path(__file__).resolve().parents[4] / "shared"))
+
+
+def test_malformed_trace_lines_are_reported_with_line_numbers_and_skipped(tmp_path):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("\n".join([
+        '{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [1, 2]}',
+        '{"timestamp": 1, "input_length": 600, "output_length": 5, "hash_ids": [1]}',
+        'not json',
+        '{"timestamp": -1, "input_length": 10, "output_length": 5, "hash_ids": [1]}',
+        '{"timestamp": 2, "input_length": 10, "output_length": 5}',
+        '{"timestamp": 3, "input_length": 10, "output_length": 5, "hash_ids": [7]}',
+    ]) + "\n")
+    log = io.StringIO()
+    rows = workload.read_trace(trace, 512, log=log)
+    assert [r["timestamp"] for r in rows] == [0, 3]
+    messages = log.getvalue().splitlines()
+    assert [m.split(":")[1] for m in messages] == ["2", "3", "4", "5"]
+    assert "expected 2 blocks" in messages[0]
+    assert "missing 'hash_ids'" in messages[3]
+
+
+def test_equal_hash_ids_give_equal_text_and_lengths_follow_the_trace():
+    vocab = workload.plain_vocabulary()
+    rows = [{"timestamp": 0, "input_length": 1024, "output_length": 9, "hash_ids": [5, 6]},
+            {"timestamp": 2000, "input_length": 768, "output_length": 9, "hash_ids": [5, 8]}]
+    a, b = workload.trace_requests(rows, 512, 16, time_scale=2, output_scale=1, max_output=4)
+    assert (a.input_tokens, b.input_tokens) == (32, 24)
+    assert b.arrival_s == pytest.approx(1.0)
+    assert a.output_tokens == 4
+    pa, pb = vocab.prompt(a, 16).split(), vocab.prompt(b, 16).split()
+    assert (len(pa), len(pb)) == (32, 24)
+    assert pa[:16] == pb[:16]   # hash id 5 in both
+    assert pa[16:] != pb[16:24]
+
+
+@pytest.mark.skipif(not (SHARED / "models/stories260K/tokenizer.bin").exists(),
+                    reason="needs ../shared/models/stories260K")
+def test_stories260k_words_are_single_tokens():
+    vocab = workload.llama2c_vocabulary(SHARED / "models/stories260K/tokenizer.bin")
+    assert "Once" in vocab.words and "upon" in vocab.words
+    assert all(w.isalpha() for w in vocab.words)
+
+
+class FakeOpenAi(BaseHTTPRequestHandler):
+    """Streams 3 tokens; reports half the prompt words as cached."""
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        body = json.dumps({"data": [{"id": "fake"}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):
+        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if request["prompt"].startswith("fail"):
+            self.send_response(503)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"no")
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+        def send(obj):
+            data = f"data: {obj}\n\n".encode()
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
+
+        words = len(request["prompt"].split())
+        for t in ["a", "b", "c"][:request["max_tokens"]]:
+            time.sleep(0.01)
+            send(json.dumps({"choices": [{"text": t}]}))
+        send(json.dumps({"choices": [], "usage": {
+            "prompt_tokens": words, "completion_tokens": 3,
+            "prompt_tokens_details": {"cached_tokens": words // 2}}}))
+        send("[DONE]")
+        self.wfile.write(b"0\r\n\r\n")
+
+
+def test_a_fixed_poisson_run_measures_latencies_hits_and_throughput(tmp_path):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeOpenAi)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        out = tmp_path / "run.json"
+        rc = tandem_bench.main(["run", "--url", f"http://127.0.0.1:{server.server_port}", "--fixed",
+                                "--num-requests", "8", "--input-tokens", "20",
+                                "--output-tokens", "3", "--rate", "50", "--out", str(out)])
+        assert rc == 0
+        data = json.loads(out.read_text())
+        s = data["summary"]
+        assert (s["succeeded"], s["failed"]) == (8, 0)
+        assert s["hit_rate"] == pytest.approx(0.5)
+        assert 0.01 <= s["ttft_p50"] < 1.0
+        assert s["itl_p50"] >= 0.005
+        assert s["e2e_p99"] >= s["ttft_p99"]
+        assert all(len(r["itl_s"]) == 2 for r in data["requests"])
+        sent = [r["sent_s"] for r in data["requests"]]
+        assert sent == sorted(sent) and sent[-1] > 0.02  # spread by the Poisson arrivals
+    finally:
+        server.shutdown()
