@@ -41,7 +41,10 @@ struct ToolCallState {
 
 class ChatChunkWriter : public ProtocolWriter {
  public:
-  explicit ChatChunkWriter(const WriterContext& context) : context_(context) {}
+  explicit ChatChunkWriter(const WriterContext& context)
+      : context_(context),
+        // A stream that declined usage leaves the key out until the final chunk.
+        usage_key_(!context.request->stream || context.request->include_usage) {}
 
   void Ready(const PromptUsage&, std::vector<OutputEvent>& out) override {
     Json delta;
@@ -150,11 +153,12 @@ class ChatChunkWriter : public ProtocolWriter {
     chunk["model"] = context_.model;
     chunk["system_fingerprint"] = nullptr;
     chunk["choices"] = Json::array({std::move(choice)});
-    chunk["usage"] = usage;
+    if (usage_key_ || !usage.is_null()) chunk["usage"] = usage;
     return OutputEvent{"", DumpJson(chunk)};
   }
 
   WriterContext context_;
+  bool usage_key_;
   std::string reasoning_;
   std::string content_;
   std::vector<ToolCallState> tool_calls_;

@@ -1,8 +1,9 @@
 #include "tandem/recipe/stream_parser.h"
 
 #include <algorithm>
-#include <array>
 #include <utility>
+
+#include "absl/strings/str_cat.h"
 
 namespace tandem::recipe {
 namespace {
@@ -14,11 +15,6 @@ constexpr absl::string_view kDsmlClose = "</\xEF\xBD\x9C" "DSML\xEF\xBD\x9C";
 constexpr absl::string_view kFenceOpen = "```json";
 constexpr absl::string_view kFence = "```";
 
-// A tag that may be preceded by a run of newlines belonging to it.
-struct Pattern {
-  bool leading_newlines;
-  absl::string_view literal;
-};
 
 // Pattern ids inside a text state; stop sequences follow at kStopBase + index.
 enum PatternId : int {
@@ -30,7 +26,6 @@ enum PatternId : int {
   kPatJsonObject = 5,
   kPatJsonArray = 6,
   kPatFenceClose = 7,
-  kStopBase = 16,
 };
 
 bool IsSpace(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
@@ -72,44 +67,143 @@ void AppendJsonEscaped(absl::string_view text, std::string& out) {
   }
 }
 
-// Where `text` (from `pos`) matches `pattern`: the end offset, or npos.
-std::size_t MatchAt(absl::string_view text, std::size_t pos, const Pattern& pattern) {
-  std::size_t i = pos;
-  if (pattern.leading_newlines) {
-    while (i < text.size() && text[i] == '\n') ++i;
-  }
-  if (text.substr(i, pattern.literal.size()) == pattern.literal) return i + pattern.literal.size();
-  return absl::string_view::npos;
+}  // namespace
+
+// ---- TagScanner ----
+
+void TagScanner::Reset(const std::vector<Tag>* tags) {
+  tags_ = tags;
+  candidates_.assign(tags->size(), Candidate{});
+  next_ = 0;
 }
 
-// Whether text[pos..] is a proper prefix of a match of `pattern` (more input could complete it).
-bool PartialAt(absl::string_view text, std::size_t pos, const Pattern& pattern) {
-  std::size_t i = pos;
-  if (pattern.leading_newlines) {
-    while (i < text.size() && text[i] == '\n') ++i;
-    if (i == text.size()) return true;
+namespace {
+
+enum Fit { kComplete, kPartial, kNoMatch };
+
+Fit FitTag(const TagScanner::Tag& tag, absl::string_view candidate, bool literal_only) {
+  if (tag.leading_newlines && !literal_only) {
+    std::size_t run = 0;
+    while (run < candidate.size() && candidate[run] == '\n') ++run;
+    candidate.remove_prefix(run);
   }
-  absl::string_view rest = text.substr(i);
-  return rest.size() < pattern.literal.size() && pattern.literal.substr(0, rest.size()) == rest;
+  absl::string_view literal = tag.literal;
+  if (candidate == literal) return kComplete;
+  if (candidate.size() < literal.size() && literal.substr(0, candidate.size()) == candidate) {
+    return kPartial;
+  }
+  return kNoMatch;
 }
 
 }  // namespace
 
+std::optional<TagScanner::Found> TagScanner::Scan(absl::string_view text, std::size_t from) {
+  if (next_ < from) Reset(tags_), next_ = from;
+  for (std::size_t i = next_; i < text.size(); ++i) {
+    for (std::size_t t = 0; t < tags_->size(); ++t) {
+      const Tag& tag = (*tags_)[t];
+      Candidate& candidate = candidates_[t];
+      Fit fit;
+      if (candidate.start != SIZE_MAX) {
+        fit = FitTag(tag, text.substr(candidate.start, i + 1 - candidate.start),
+                     candidate.literal_only);
+        if (fit == kNoMatch) {
+          candidate = Candidate{i, true};
+          fit = FitTag(tag, text.substr(i, 1), true);
+        }
+      } else {
+        candidate = Candidate{i, false};
+        fit = FitTag(tag, text.substr(i, 1), false);
+      }
+      if (fit == kNoMatch) {
+        candidate = Candidate{};
+      } else if (fit == kComplete) {
+        Found found{candidate.start, i + 1, tag.id};
+        Reset(tags_);
+        next_ = found.end;
+        return found;
+      }
+    }
+  }
+  next_ = text.size();
+  return std::nullopt;
+}
+
+std::size_t TagScanner::EarliestCandidate() const {
+  std::size_t earliest = SIZE_MAX;
+  for (const Candidate& candidate : candidates_) earliest = std::min(earliest, candidate.start);
+  return earliest;
+}
+
+void TagScanner::Shift(std::size_t count) {
+  next_ = next_ > count ? next_ - count : 0;
+  for (Candidate& candidate : candidates_) {
+    if (candidate.start != SIZE_MAX) candidate.start -= count;
+  }
+}
+
+// ---- PieceBuffer ----
+
+void StreamParser::PieceBuffer::Append(absl::string_view piece) {
+  text.append(piece.data(), piece.size());
+  ends.push_back(text.size());
+}
+
+std::size_t StreamParser::PieceBuffer::PieceAt(std::size_t offset) const {
+  return static_cast<std::size_t>(std::upper_bound(ends.begin(), ends.end(), offset) - ends.begin());
+}
+
+void StreamParser::PieceBuffer::Drop(std::size_t count) {
+  std::size_t dropped = 0;
+  while (dropped < ends.size() && ends[dropped] <= count) ++dropped;
+  ends.erase(ends.begin(), ends.begin() + dropped);
+  for (std::size_t& end : ends) end -= count;
+  first_id += dropped;
+  text.erase(0, count);
+}
+
+// ---- StreamParser ----
+
 StreamParser::StreamParser(const ParsingOptions& options) : options_(options) {
+  BuildTags();
   if (options_.starts_in_tool_calls && options_.parse_tool_calls) {
-    state_ = State::kBetweenInvokes;
+    EnterState(State::kBetweenInvokes);
   } else if (options_.thinking_initial_stage.has_value() &&
              *options_.thinking_initial_stage != ThinkingInitialStage::kContentContinuation) {
-    state_ = State::kReasoning;
+    EnterState(State::kReasoning);
     strip_newlines_ = *options_.thinking_initial_stage == ThinkingInitialStage::kReasoningStart;
   } else {
     EnterState(options_.parse_json_output ? State::kJsonBefore : State::kContent);
     // Outside thinking mode a new answer starts fresh; a continued one keeps its newlines.
     strip_newlines_ = !options_.thinking_initial_stage.has_value();
   }
+  stop_scanner_.Reset(&stop_tags_);
 }
 
-void StreamParser::EnterState(State state) { state_ = state; }
+void StreamParser::BuildTags() {
+  auto add = [&](State state, int id, bool newlines, absl::string_view literal) {
+    tags_[static_cast<int>(state)].push_back(TagScanner::Tag{id, newlines, std::string(literal)});
+  };
+  add(State::kReasoning, kPatThinkEnd, true, kThinkEnd);
+  if (options_.parse_tool_calls) add(State::kReasoning, kPatToolBlock, true, kDsmlOpen);
+  add(State::kContent, kPatThinkEnd, false, kThinkEnd);
+  if (options_.parse_tool_calls) add(State::kContent, kPatToolBlock, true, kDsmlOpen);
+  add(State::kJsonBefore, kPatJsonFence, false, kFenceOpen);
+  add(State::kJsonBefore, kPatJsonObject, false, "{");
+  add(State::kJsonBefore, kPatJsonArray, false, "[");
+  add(State::kJsonFenced, kPatFenceClose, true, kFence);
+  add(State::kParamKey, kPatKeyEnd, false, " ");
+  add(State::kParamValue, kPatValueEnd, false, kDsmlClose);
+  for (std::size_t s = 0; s < options_.stop_sequences.size(); ++s) {
+    if (options_.stop_sequences[s].empty()) continue;
+    stop_tags_.push_back(TagScanner::Tag{static_cast<int>(s), false, options_.stop_sequences[s]});
+  }
+}
+
+void StreamParser::EnterState(State state) {
+  state_ = state;
+  scanner_.Reset(&tags_[static_cast<int>(state)]);
+}
 
 void StreamParser::Push(absl::string_view piece, std::vector<ParsedEvent>& out) {
   if (stopped() || state_ == State::kDone) return;
@@ -120,39 +214,32 @@ void StreamParser::Push(absl::string_view piece, std::vector<ParsedEvent>& out) 
   utf8_tail_ = text.substr(whole);
   text.resize(whole);
   if (text.empty()) return;
-  buf_ += text;
-  piece_ends_.push_back(buf_.size());
-  ++next_piece_id_;
+  buf_.Append(text);
   Process(out, /*at_end=*/false);
 }
 
 void StreamParser::Finish(std::vector<ParsedEvent>& out) {
-  if (stopped() || state_ == State::kDone) return;
+  if (stopped()) return;
   // An unfinished UTF-8 sequence at the very end cannot become a character any more.
   utf8_tail_.clear();
-  Process(out, /*at_end=*/true);
-}
-
-std::size_t StreamParser::PieceAt(std::size_t offset) const {
-  auto it = std::upper_bound(piece_ends_.begin(), piece_ends_.end(), offset);
-  return static_cast<std::size_t>(it - piece_ends_.begin());
+  if (state_ != State::kDone) Process(out, /*at_end=*/true);
+  FlushStopFilter(out);
 }
 
 void StreamParser::Process(std::vector<ParsedEvent>& out, bool at_end) {
   std::size_t pos = 0;
-  while (pos < buf_.size() && !stopped() && state_ != State::kDone) {
+  while (pos < buf_.text.size() && !stopped() && state_ != State::kDone) {
     bool progressed;
     switch (state_) {
       case State::kReasoning:
       case State::kContent:
       case State::kJsonBefore:
       case State::kJsonValue:
+      case State::kJsonFenced:
       case State::kJsonAfter:
+      case State::kParamKey:
       case State::kParamValue:
         progressed = StepText(pos, out, at_end);
-        break;
-      case State::kParamKey:
-        progressed = key_opened_ ? StepText(pos, out, at_end) : StepMarkup(pos, out);
         break;
       default:
         progressed = StepMarkup(pos, out);
@@ -160,163 +247,83 @@ void StreamParser::Process(std::vector<ParsedEvent>& out, bool at_end) {
     }
     if (!progressed) break;
   }
-  if (stopped() || state_ == State::kDone || at_end) pos = buf_.size();
-  // Drop what was decided; keep piece boundaries of the rest.
-  std::size_t dropped_pieces = 0;
-  while (dropped_pieces < piece_ends_.size() && piece_ends_[dropped_pieces] <= pos) ++dropped_pieces;
-  piece_ends_.erase(piece_ends_.begin(), piece_ends_.begin() + dropped_pieces);
-  for (std::size_t& end : piece_ends_) end -= pos;
-  first_piece_id_ += dropped_pieces;
-  buf_.erase(0, pos);
-}
-
-std::optional<StreamParser::Match> StreamParser::FindComplete(std::size_t pos) const {
-  absl::string_view text(buf_);
-  std::optional<Match> best;
-  auto consider = [&](int which, const Pattern& pattern) {
-    for (std::size_t i = pos; i < text.size(); ++i) {
-      if (best && i >= best->start) return;
-      std::size_t end = MatchAt(text, i, pattern);
-      if (end != absl::string_view::npos) {
-        best = Match{i, end, which};
-        return;
-      }
-    }
-  };
-  auto consider_stops = [&] {
-    for (std::size_t s = 0; s < options_.stop_sequences.size(); ++s) {
-      if (options_.stop_sequences[s].empty()) continue;
-      consider(kStopBase + static_cast<int>(s), Pattern{false, options_.stop_sequences[s]});
-    }
-  };
-  switch (state_) {
-    case State::kReasoning:
-      consider(kPatThinkEnd, Pattern{true, kThinkEnd});
-      if (options_.parse_tool_calls) consider(kPatToolBlock, Pattern{true, kDsmlOpen});
-      break;
-    case State::kContent:
-      consider(kPatThinkEnd, Pattern{false, kThinkEnd});
-      if (options_.parse_tool_calls) consider(kPatToolBlock, Pattern{true, kDsmlOpen});
-      consider_stops();
-      break;
-    case State::kJsonBefore:
-      consider(kPatJsonFence, Pattern{false, kFenceOpen});
-      consider(kPatJsonObject, Pattern{false, "{"});
-      consider(kPatJsonArray, Pattern{false, "["});
-      break;
-    case State::kJsonValue:
-      if (json_depth_ < 0) consider(kPatFenceClose, Pattern{true, kFence});
-      consider_stops();
-      break;
-    case State::kJsonAfter:
-      break;
-    case State::kParamKey:
-      consider(kPatKeyEnd, Pattern{false, "\""});
-      break;
-    case State::kParamValue:
-      consider(kPatValueEnd, Pattern{false, kDsmlClose});
-      break;
-    default:
-      break;
-  }
-  return best;
-}
-
-std::optional<std::size_t> StreamParser::FindPartial(std::size_t pos) const {
-  absl::string_view text(buf_);
-  std::vector<Pattern> patterns;
-  switch (state_) {
-    case State::kReasoning:
-      patterns.push_back({true, kThinkEnd});
-      if (options_.parse_tool_calls) patterns.push_back({true, kDsmlOpen});
-      break;
-    case State::kContent:
-      patterns.push_back({false, kThinkEnd});
-      if (options_.parse_tool_calls) patterns.push_back({true, kDsmlOpen});
-      break;
-    case State::kJsonBefore:
-      patterns.push_back({false, kFenceOpen});
-      break;
-    case State::kJsonValue:
-      if (json_depth_ < 0) patterns.push_back({true, kFence});
-      break;
-    case State::kParamValue:
-      patterns.push_back({false, kDsmlClose});
-      break;
-    default:
-      break;
-  }
-  if (state_ == State::kContent || state_ == State::kJsonValue) {
-    for (const std::string& stop : options_.stop_sequences) {
-      if (!stop.empty()) patterns.push_back({false, stop});
-    }
-  }
-  for (std::size_t i = pos; i < text.size(); ++i) {
-    for (const Pattern& pattern : patterns) {
-      if (PartialAt(text, i, pattern)) return i;
-    }
-  }
-  return std::nullopt;
+  if (stopped() || state_ == State::kDone || at_end) pos = buf_.text.size();
+  buf_.Drop(pos);
+  scanner_.Shift(pos);
+  decided_ = decided_ > pos ? decided_ - pos : 0;
 }
 
 bool StreamParser::StepText(std::size_t& pos, std::vector<ParsedEvent>& out, bool at_end) {
-  if (std::optional<Match> match = FindComplete(pos)) {
-    EmitText(pos, match->start, out);
-    pos = match->end;
-    last_piece_ = first_piece_id_ + PieceAt(match->end - 1);
-    OnMatch(*match, out);
+  // With stop sequences, answer bytes reach the stop layer as soon as no tag can claim them, even
+  // while their piece is still held for emission (the oracle stops in the push that completes
+  // the stop sequence).
+  const bool stops = StopsApply();
+  decided_ = std::max(decided_, pos);
+  if (std::optional<TagScanner::Found> found = scanner_.Scan(buf_.text, pos)) {
+    if (stops) {
+      Decide(decided_, found->start, out);
+      if (!stopped()) ReleaseStops(UINT64_MAX, out);
+    } else {
+      EmitText(pos, found->start, out);
+    }
+    pos = found->end;
+    decided_ = pos;
+    if (stopped()) return false;
+    segment_break_ = true;
+    OnTag(found->id, out);
     return true;
   }
-  std::size_t release = buf_.size();
-  if (!at_end) {
-    if (std::optional<std::size_t> partial = FindPartial(pos)) {
-      // The piece holding the partial tag is held whole; earlier pieces are decided.
-      std::size_t piece = PieceAt(*partial);
-      release = piece == 0 ? 0 : piece_ends_[piece - 1];
-      release = std::max(release, pos);
-    }
+  std::size_t release = buf_.text.size();
+  std::size_t earliest = at_end ? SIZE_MAX : scanner_.EarliestCandidate();
+  if (earliest != SIZE_MAX) {
+    // The piece holding a possible tag is held whole; earlier pieces are decided.
+    std::size_t piece = buf_.PieceAt(earliest);
+    release = std::max(piece == 0 ? std::size_t{0} : buf_.ends[piece - 1], pos);
   }
-  EmitText(pos, release, out);
+  if (stops) {
+    std::size_t decided_end = earliest == SIZE_MAX ? buf_.text.size() : earliest;
+    Decide(decided_, decided_end, out);
+    decided_ = std::max(decided_, decided_end);
+    if (!stopped()) {
+      ReleaseStops(release == buf_.text.size() ? UINT64_MAX : buf_.first_id + buf_.PieceAt(release),
+                   out);
+    }
+  } else {
+    EmitText(pos, release, out);
+  }
   pos = release;
   return false;
 }
 
-void StreamParser::OnMatch(const Match& match, std::vector<ParsedEvent>& out) {
-  if (match.which >= kStopBase) {
-    matched_stop_ = options_.stop_sequences[match.which - kStopBase];
-    return;
-  }
-  switch (match.which) {
+void StreamParser::OnTag(int id, std::vector<ParsedEvent>& out) {
+  switch (id) {
     case kPatThinkEnd:
       if (state_ == State::kReasoning) {
         EnterState(options_.parse_json_output ? State::kJsonBefore : State::kContent);
         strip_newlines_ = true;
-      } else {
       }
+      // In the answer a stray </think> is dropped.
       break;
     case kPatToolBlock:
       EnterState(State::kBlockOpen);
       break;
     case kPatKeyEnd:
-      EmitKeyPart("\"", out);
+      Emit(ParsedKind::kToolArguments, ": ", out);
       EnterState(State::kParamKeyEnd);
-      key_space_seen_ = false;
       break;
     case kPatValueEnd:
-      if (value_is_string_) EmitMarkup(ParsedKind::kToolArguments, "\"", out);
+      if (value_is_string_) Emit(ParsedKind::kToolArguments, "\"", out);
       after_close_tag_ = State::kInvokeBody;
       EnterState(State::kCloseTag);
       break;
     case kPatJsonFence:
-      EnterState(State::kJsonValue);
-      json_depth_ = -1;  // fenced: the value ends at the closing fence
+      EnterState(State::kJsonFenced);
       strip_newlines_ = true;
       break;
     case kPatJsonObject:
     case kPatJsonArray:
       EnterState(State::kJsonValue);
-      json_depth_ = 0;  // bare: the rest is the answer
-      EmitMarkup(ParsedKind::kContent, match.which == kPatJsonObject ? "{" : "[", out);
+      Emit(ParsedKind::kContent, id == kPatJsonObject ? "{" : "[", out);
       break;
     case kPatFenceClose:
       EnterState(State::kJsonAfter);
@@ -327,7 +334,7 @@ void StreamParser::OnMatch(const Match& match, std::vector<ParsedEvent>& out) {
 }
 
 bool StreamParser::StepMarkup(std::size_t& pos, std::vector<ParsedEvent>& out) {
-  absl::string_view text(buf_);
+  absl::string_view text(buf_.text);
   auto skip_space = [&] {
     while (pos < text.size() && IsSpace(text[pos])) ++pos;
     return pos < text.size();
@@ -340,7 +347,6 @@ bool StreamParser::StepMarkup(std::size_t& pos, std::vector<ParsedEvent>& out) {
     for (absl::string_view literal : literals) {
       if (rest.substr(0, literal.size()) == literal) {
         pos += literal.size();
-        last_piece_ = first_piece_id_ + PieceAt(pos - 1);
         return index;
       }
       if (rest.size() < literal.size() && literal.substr(0, rest.size()) == rest) partial = true;
@@ -348,11 +354,11 @@ bool StreamParser::StepMarkup(std::size_t& pos, std::vector<ParsedEvent>& out) {
     }
     return partial ? -1 : -2;
   };
-  static const std::string kInvoke = std::string(kDsmlOpen) + "invoke name=";
-  static const std::string kInvokeSpaced = std::string(kDsmlOpen) + " invoke name=";
-  static const std::string kParam = std::string(kDsmlOpen) + "parameter name=";
-  static const std::string kParamSpaced = std::string(kDsmlOpen) + " parameter name=";
-  static const std::string kClose = std::string(kDsmlClose);
+  static const std::string kInvoke = absl::StrCat(kDsmlOpen, "invoke name=");
+  static const std::string kInvokeSpaced = absl::StrCat(kDsmlOpen, " invoke name=");
+  static const std::string kParam = absl::StrCat(kDsmlOpen, "parameter name=");
+  static const std::string kParamSpaced = absl::StrCat(kDsmlOpen, " parameter name=");
+  static const std::string kClose(kDsmlClose);
 
   int got;
   switch (state_) {
@@ -370,22 +376,20 @@ bool StreamParser::StepMarkup(std::size_t& pos, std::vector<ParsedEvent>& out) {
         EnterState(State::kCloseTag);
       } else {
         EnterState(State::kInvokeName);
-        invoke_name_.clear();
       }
       return true;
     case State::kInvokeName: {
-      if (invoke_name_.empty() && text[pos] != '"') {
+      if (text[pos] != '"') {
         got = -2;
         break;
       }
       std::size_t close = text.find('"', pos + 1);
       if (close == absl::string_view::npos) return false;
-      invoke_name_ = std::string(text.substr(pos + 1, close - pos - 1));
+      std::string name(text.substr(pos + 1, close - pos - 1));
       pos = close + 1;
-      last_piece_ = first_piece_id_ + PieceAt(pos - 1);
       ++tool_calls_;
       invoke_has_params_ = false;
-      EmitMarkup(ParsedKind::kToolCallStart, invoke_name_, out);
+      Emit(ParsedKind::kToolCallStart, std::move(name), out);
       EnterState(State::kInvokeNameEnd);
       return true;
     }
@@ -399,36 +403,21 @@ bool StreamParser::StepMarkup(std::size_t& pos, std::vector<ParsedEvent>& out) {
       got = expect({kParam, kParamSpaced, kClose});
       if (got < 0) break;
       if (got == 2) {
-        EmitMarkup(ParsedKind::kToolArguments, invoke_has_params_ ? "}" : "{}", out);
+        Emit(ParsedKind::kToolArguments, invoke_has_params_ ? "}" : "{}", out);
         after_close_tag_ = State::kBetweenInvokes;
         EnterState(State::kCloseTag);
       } else {
-        EmitMarkup(ParsedKind::kToolArguments, invoke_has_params_ ? ", " : "{", out);
+        Emit(ParsedKind::kToolArguments, invoke_has_params_ ? ", " : "{", out);
         invoke_has_params_ = true;
         EnterState(State::kParamKey);
-        key_opened_ = false;
       }
-      return true;
-    case State::kParamKey:  // only before the opening quote; the key itself is text
-      got = expect({"\""});
-      if (got < 0) break;
-      key_opened_ = true;
-      EmitKeyPart("\"", out);
       return true;
     case State::kParamKeyEnd:
-      if (!key_space_seen_) {
-        got = expect({" "});
-        if (got < 0) break;
-        key_space_seen_ = true;
-        EmitMarkup(ParsedKind::kToolArguments, ": ", out);
-        return true;
-      }
       got = expect({"string=\"true\">", "string=\"false\">"});
       if (got < 0) break;
-      key_space_seen_ = false;
       value_is_string_ = got == 0;
       EnterState(State::kParamValue);
-      if (value_is_string_) EmitMarkup(ParsedKind::kToolArguments, "\"", out);
+      if (value_is_string_) Emit(ParsedKind::kToolArguments, "\"", out);
       return true;
     case State::kCloseTag: {
       std::size_t close = text.find('>', pos);
@@ -446,26 +435,14 @@ bool StreamParser::StepMarkup(std::size_t& pos, std::vector<ParsedEvent>& out) {
 }
 
 void StreamParser::EmitText(std::size_t from, std::size_t to, std::vector<ParsedEvent>& out) {
-  if (from >= to) return;
-  ParsedKind kind;
-  switch (state_) {
-    case State::kReasoning: kind = ParsedKind::kReasoning; break;
-    case State::kParamKey:
-    case State::kParamValue: kind = ParsedKind::kToolArguments; break;
-    default: kind = ParsedKind::kContent; break;
-  }
-  std::size_t start = from;
-  while (start < to) {
-    std::size_t piece = PieceAt(start);
-    std::size_t end = std::min(to, piece_ends_[piece]);
-    EmitPieceText(kind, absl::string_view(buf_).substr(start, end - start), first_piece_id_ + piece,
-                  out);
-    start = end;
+  while (from < to) {
+    std::size_t end = std::min(to, buf_.ends[buf_.PieceAt(from)]);
+    EmitPiece(absl::string_view(buf_.text).substr(from, end - from), out);
+    from = end;
   }
 }
 
-void StreamParser::EmitPieceText(ParsedKind kind, absl::string_view text, std::size_t piece,
-                                 std::vector<ParsedEvent>& out) {
+void StreamParser::EmitPiece(absl::string_view text, std::vector<ParsedEvent>& out) {
   if (strip_newlines_) {
     std::size_t skip = 0;
     while (skip < text.size() && text[skip] == '\n') ++skip;
@@ -473,36 +450,120 @@ void StreamParser::EmitPieceText(ParsedKind kind, absl::string_view text, std::s
     if (text.empty()) return;
     strip_newlines_ = false;
   }
-  if (text.empty()) return;
-  std::string value;
-  if (state_ == State::kJsonBefore || state_ == State::kJsonAfter) {
-    value = " ";  // text around the JSON value is blanked, one space per piece
-  } else if (state_ == State::kParamValue && value_is_string_) {
-    AppendJsonEscaped(text, value);
-  } else {
-    value = std::string(text);
+  switch (state_) {
+    case State::kReasoning:
+      Emit(ParsedKind::kReasoning, std::string(text), out);
+      break;
+    case State::kJsonBefore:
+    case State::kJsonAfter:
+      Emit(ParsedKind::kContent, " ", out);  // text around the JSON value: one space per piece
+      break;
+    case State::kParamKey:
+      Emit(ParsedKind::kToolArguments, std::string(text), out);
+      break;
+    case State::kParamValue: {
+      std::string value;
+      if (value_is_string_) {
+        AppendJsonEscaped(text, value);
+      } else {
+        value = std::string(text);
+      }
+      Emit(ParsedKind::kToolArguments, std::move(value), out);
+      break;
+    }
+    default:
+      Emit(ParsedKind::kContent, std::string(text), out);
+      break;
   }
-  if (state_ == State::kParamKey) {
-    last_piece_ = piece;
-    EmitKeyPart(std::move(value), out);
-    return;
-  }
-  out.push_back(ParsedEvent{kind, std::move(value)});
 }
 
-void StreamParser::EmitKeyPart(std::string text, std::vector<ParsedEvent>& out) {
-  // The quoted key streams as one argument piece per pushed piece, quotes included.
-  if (key_piece_ == last_piece_ && key_event_ + 1 == out.size()) {
-    out.back().text += text;
-    return;
-  }
-  out.push_back(ParsedEvent{ParsedKind::kToolArguments, std::move(text)});
-  key_piece_ = last_piece_;
-  key_event_ = out.size() - 1;
+bool StreamParser::StopsApply() const {
+  return !stop_tags_.empty() && (state_ == State::kContent || state_ == State::kJsonValue ||
+                                 state_ == State::kJsonFenced);
 }
 
-void StreamParser::EmitMarkup(ParsedKind kind, std::string text, std::vector<ParsedEvent>& out) {
+void StreamParser::Emit(ParsedKind kind, std::string text, std::vector<ParsedEvent>& out) {
+  if (kind == ParsedKind::kContent && StopsApply()) {
+    // Markup-made answer text (a bare JSON value's bracket) is its own event.
+    segment_break_ = true;
+    DecideSegment(text, 0, out);
+    segment_break_ = true;
+    if (!stopped()) ReleaseStops(UINT64_MAX, out);
+    return;
+  }
+  if (kind != ParsedKind::kContent) FlushStopFilter(out);
   out.push_back(ParsedEvent{kind, std::move(text)});
+}
+
+void StreamParser::Decide(std::size_t from, std::size_t to, std::vector<ParsedEvent>& out) {
+  while (from < to && !stopped()) {
+    std::size_t piece = buf_.PieceAt(from);
+    std::size_t end = std::min(to, buf_.ends[piece]);
+    absl::string_view text = absl::string_view(buf_.text).substr(from, end - from);
+    from = end;
+    if (strip_newlines_) {
+      std::size_t skip = 0;
+      while (skip < text.size() && text[skip] == '\n') ++skip;
+      text.remove_prefix(skip);
+      if (text.empty()) continue;
+      strip_newlines_ = false;
+    }
+    DecideSegment(text, buf_.first_id + piece, out);
+  }
+}
+
+void StreamParser::DecideSegment(absl::string_view text, std::uint64_t piece,
+                                 std::vector<ParsedEvent>& out) {
+  if (text.empty()) return;
+  stop_text_.append(text.data(), text.size());
+  if (!segment_break_ && !stop_segments_.empty() && stop_segments_.back().piece == piece) {
+    stop_segments_.back().end = stop_text_.size();
+  } else {
+    stop_segments_.push_back(Segment{stop_text_.size(), piece});
+  }
+  segment_break_ = false;
+  std::optional<TagScanner::Found> found = stop_scanner_.Scan(stop_text_, 0);
+  if (!found) return;
+  matched_stop_ = options_.stop_sequences[found->id];
+  std::size_t begin = 0;
+  for (const Segment& segment : stop_segments_) {
+    std::size_t end = std::min(segment.end, found->start);
+    if (end > begin) out.push_back(ParsedEvent{ParsedKind::kContent, stop_text_.substr(begin, end - begin)});
+    begin = segment.end;
+    if (begin >= found->start) break;
+  }
+  stop_text_.clear();
+  stop_segments_.clear();
+}
+
+void StreamParser::ReleaseStops(std::uint64_t piece_limit, std::vector<ParsedEvent>& out) {
+  std::size_t hold = stop_scanner_.EarliestCandidate();
+  std::size_t begin = 0;
+  std::size_t count = 0;
+  for (const Segment& segment : stop_segments_) {
+    // A segment holding a possible stop sequence is held whole, as are pieces the tag layer holds.
+    if (segment.piece >= piece_limit || (hold != SIZE_MAX && segment.end > hold)) break;
+    out.push_back(ParsedEvent{ParsedKind::kContent, stop_text_.substr(begin, segment.end - begin)});
+    begin = segment.end;
+    ++count;
+  }
+  if (count == 0) return;
+  stop_segments_.erase(stop_segments_.begin(), stop_segments_.begin() + count);
+  for (Segment& segment : stop_segments_) segment.end -= begin;
+  stop_text_.erase(0, begin);
+  stop_scanner_.Shift(begin);
+}
+
+void StreamParser::FlushStopFilter(std::vector<ParsedEvent>& out) {
+  if (stop_segments_.empty() || stopped()) return;
+  std::size_t begin = 0;
+  for (const Segment& segment : stop_segments_) {
+    out.push_back(ParsedEvent{ParsedKind::kContent, stop_text_.substr(begin, segment.end - begin)});
+    begin = segment.end;
+  }
+  stop_text_.clear();
+  stop_segments_.clear();
+  stop_scanner_.Reset(&stop_tags_);
 }
 
 }  // namespace tandem::recipe

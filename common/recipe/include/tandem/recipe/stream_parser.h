@@ -3,16 +3,17 @@
 // The streaming output parser: generated text, pushed in arbitrary pieces, becomes reasoning,
 // answer content and DSML tool calls, exactly as deepseek-recipe's stream parser splits it.
 //
-// It is a byte-level state machine. Each text stage looks for an ordered set of tags; text that
-// could still be the start of a tag is held back, so a tag split at any byte across pushes parses
-// as if unsplit. Emitted text keeps the granularity of the pushes: text released from a held piece
-// is reported as that piece, never merged with the next one (the oracle streams it that way, and
-// the differential test compares every event).
+// It is a byte-level state machine. Each text stage looks for its tags with one byte matcher per
+// tag; text that could still be the start of a tag is held back, so a tag split at any byte across
+// pushes parses as if unsplit. Emitted text keeps the granularity of the pushes: text released
+// from a held piece is reported as that piece, never merged with the next one (the oracle streams
+// it that way, and the differential test compares every event). Stop sequences are a second layer
+// over the answer text only, so reasoning and tool markup never stop the output.
 //
 //   StreamParser parser(request.parsing);
 //   std::vector<ParsedEvent> events;
-//   parser.Push("Let me think</th", events);   // "Let me think" may still be held
-//   parser.Push("ink>Hello", events);
+//   parser.Push("Let me think</th", events);   // held: it may end with a tag
+//   parser.Push("ink>Hello", events);          // reasoning "Let me think", content "Hello"
 //   parser.Finish(events);
 
 #include <cstddef>
@@ -38,6 +39,40 @@ struct ParsedEvent {
   std::string text;
 };
 
+// Finds tags in text that arrives piece by piece. Every tag has its own matcher and none
+// backtracks: the byte that breaks a candidate is re-examined only as the first byte of that tag
+// (never as the start of its newline run), which is how the oracle scans.
+class TagScanner {
+ public:
+  struct Tag {
+    int id;
+    bool leading_newlines;  // a run of newlines before the literal belongs to the tag
+    std::string literal;
+  };
+  struct Found {
+    std::size_t start;
+    std::size_t end;
+    int id;
+  };
+
+  void Reset(const std::vector<Tag>* tags);
+  // Scans the new bytes of text[from..]; stops at the first completed tag.
+  std::optional<Found> Scan(absl::string_view text, std::size_t from);
+  // Where the earliest unfinished candidate starts (SIZE_MAX when none).
+  std::size_t EarliestCandidate() const;
+  // `count` bytes were dropped from the front of the scanned text.
+  void Shift(std::size_t count);
+
+ private:
+  struct Candidate {
+    std::size_t start = SIZE_MAX;
+    bool literal_only = false;
+  };
+  const std::vector<Tag>* tags_ = nullptr;
+  std::vector<Candidate> candidates_;
+  std::size_t next_ = 0;
+};
+
 class StreamParser {
  public:
   explicit StreamParser(const ParsingOptions& options);
@@ -57,69 +92,77 @@ class StreamParser {
   enum class State {
     kReasoning,
     kContent,
-    kJsonBefore,      // JSON-object mode: text before the JSON value
-    kJsonValue,       // JSON-object mode: inside the JSON value
-    kJsonAfter,       // JSON-object mode: text after the JSON value
+    kJsonBefore,      // JSON-object mode: text before the JSON value (blanked)
+    kJsonValue,       // JSON-object mode: after a bare value's first bracket (the rest is answer)
+    kJsonFenced,      // JSON-object mode: inside a ```json fence
+    kJsonAfter,       // JSON-object mode: text after the fenced value (blanked)
     kBlockOpen,       // after "<｜DSML｜": "tool_calls>" or " calls>"
     kBetweenInvokes,  // an invoke or the end of the block
-    kInvokeName,      // name="..."
+    kInvokeName,      // "name"
     kInvokeNameEnd,   // ">"
     kInvokeBody,      // a parameter or the end of the invoke
-    kParamKey,        // "..." streamed as the JSON key
-    kParamKeyEnd,     // " string=" then "true"/"false" and ">"
+    kParamKey,        // raw text up to a space, streamed as the JSON key
+    kParamKeyEnd,     // string="true"> or string="false">
     kParamValue,      // value text up to "</｜DSML｜"
     kCloseTag,        // the rest of a closing tag, up to ">"
     kDone,            // after the block or on malformed markup: output is dropped
+    kStateCount,
   };
 
-  struct Match {
-    std::size_t start = 0;
-    std::size_t end = 0;
-    int which = -1;
+  // Pieces of pending text: the bytes and where each pushed piece ends.
+  struct PieceBuffer {
+    std::string text;
+    std::vector<std::size_t> ends;
+    std::uint64_t first_id = 0;  // id of the piece that starts `text`
+    void Append(absl::string_view piece);
+    std::size_t PieceAt(std::size_t offset) const;
+    // Drops text[0, count) and the pieces that ended inside it.
+    void Drop(std::size_t count);
   };
 
-  // Processes buffered text as far as it is decided.
+  void BuildTags();
   void Process(std::vector<ParsedEvent>& out, bool at_end);
   // Text states: returns false when waiting for more input.
   bool StepText(std::size_t& pos, std::vector<ParsedEvent>& out, bool at_end);
-  // Literal states: returns false when waiting for more input.
+  // Markup states: returns false when waiting for more input.
   bool StepMarkup(std::size_t& pos, std::vector<ParsedEvent>& out);
-  std::optional<Match> FindComplete(std::size_t pos) const;
-  std::optional<std::size_t> FindPartial(std::size_t pos) const;
-  void OnMatch(const Match& match, std::vector<ParsedEvent>& out);
-  // Emits buf_[from, to) as text of the current state, one event per originating piece.
+  void OnTag(int id, std::vector<ParsedEvent>& out);
+  // Emits buf_.text[from, to) as text of the current state, one event per originating piece.
   void EmitText(std::size_t from, std::size_t to, std::vector<ParsedEvent>& out);
-  void EmitPieceText(ParsedKind kind, absl::string_view text, std::size_t piece,
-                     std::vector<ParsedEvent>& out);
-  void EmitMarkup(ParsedKind kind, std::string text, std::vector<ParsedEvent>& out);
-  void EmitKeyPart(std::string text, std::vector<ParsedEvent>& out);
-  std::size_t PieceAt(std::size_t offset) const;
+  void EmitPiece(absl::string_view text, std::vector<ParsedEvent>& out);
+  void Emit(ParsedKind kind, std::string text, std::vector<ParsedEvent>& out);
+  // The stop-sequence layer over answer text: bytes are decided (scanned for stop sequences)
+  // before their piece is released (emitted).
+  bool StopsApply() const;
+  void Decide(std::size_t from, std::size_t to, std::vector<ParsedEvent>& out);
+  void DecideSegment(absl::string_view text, std::uint64_t piece, std::vector<ParsedEvent>& out);
+  // Emits held answer segments of pieces before `piece_limit` that no stop sequence may claim.
+  void ReleaseStops(std::uint64_t piece_limit, std::vector<ParsedEvent>& out);
+  void FlushStopFilter(std::vector<ParsedEvent>& out);
   void EnterState(State state);
 
   ParsingOptions options_;
   State state_;
-  std::string buf_;                     // undecided input
-  std::vector<std::size_t> piece_ends_;  // ends of the pushed pieces inside buf_
-  std::uint64_t first_piece_id_ = 0;    // id of the piece that starts buf_
-  std::uint64_t next_piece_id_ = 0;
-  std::string utf8_tail_;               // incomplete UTF-8 sequence from the last push
-  bool strip_newlines_ = false;         // drop leading newlines of the current text
-  // The piece the last decided byte came from; key parts of one piece form one event.
-  std::uint64_t last_piece_ = UINT64_MAX;
-  std::uint64_t key_piece_ = UINT64_MAX;
-  std::size_t key_event_ = SIZE_MAX;
-  bool key_opened_ = false;
-  bool key_space_seen_ = false;
-  std::string invoke_name_;
+  std::vector<TagScanner::Tag> tags_[static_cast<int>(State::kStateCount)];
+  std::vector<TagScanner::Tag> stop_tags_;
+  TagScanner scanner_;
+  PieceBuffer buf_;             // undecided input
+  std::size_t decided_ = 0;      // buf_ bytes up to here were handed to the stop layer
+  struct Segment {
+    std::size_t end;      // in stop_text_
+    std::uint64_t piece;  // the pushed piece it came from
+  };
+  TagScanner stop_scanner_;
+  std::string stop_text_;       // answer text held by the stop layer
+  std::vector<Segment> stop_segments_;
+  bool segment_break_ = true;   // a tag came since the last decided answer byte
+  std::string utf8_tail_;       // incomplete UTF-8 sequence from the last push
+  bool strip_newlines_ = false;  // drop leading newlines of the current text
   bool invoke_has_params_ = false;
   bool value_is_string_ = false;
   State after_close_tag_ = State::kDone;
   int tool_calls_ = 0;
   std::optional<std::string> matched_stop_;
-  // JSON-object mode scanner.
-  int json_depth_ = 0;
-  bool json_in_string_ = false;
-  bool json_escape_ = false;
 };
 
 }  // namespace tandem::recipe
