@@ -17,6 +17,7 @@
 #include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
 #include "kv_event_publisher.h"
+#include "router_link.h"
 #include "tandem/kv/clock.h"
 #include "tandem/kv/tiered_kv_store.h"
 
@@ -69,6 +70,39 @@ class FakeRouterControl final : public v1::RouterControl::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status RegisterWorker(grpc::ServerContext*, const v1::RegisterWorkerRequest*,
+                              v1::RegisterWorkerResponse* response) override {
+    response->set_heartbeat_interval_ms(20);
+    std::lock_guard<std::mutex> lock(mu_);
+    ++registrations_;
+    return grpc::Status::OK;
+  }
+  grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* request,
+                         v1::HeartbeatResponse* response) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      heartbeat_seqs_.push_back(request->last_kv_event_seq());
+      response->set_resend_kv_snapshot(resend_on_heartbeat_);
+      resend_on_heartbeat_ = false;
+    }
+    cv_.notify_all();
+    return grpc::Status::OK;
+  }
+  int registrations() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return registrations_;
+  }
+  void ResendSnapshotOnNextHeartbeat() {
+    std::lock_guard<std::mutex> lock(mu_);
+    resend_on_heartbeat_ = true;
+  }
+  bool WaitForHeartbeatSeq(std::uint64_t seq) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(20), [&] {
+      return !heartbeat_seqs_.empty() && heartbeat_seqs_.back() == seq;
+    });
+  }
+
   void ResendSnapshotAfterDeltas(int n) {
     std::lock_guard<std::mutex> lock(mu_);
     resend_after_deltas_ = n;
@@ -98,6 +132,9 @@ class FakeRouterControl final : public v1::RouterControl::Service {
   std::condition_variable cv_;
   std::vector<Connection> connections_;
   int resend_after_deltas_ = 0;
+  int registrations_ = 0;
+  std::vector<std::uint64_t> heartbeat_seqs_;
+  bool resend_on_heartbeat_ = false;
   int hang_up_after_batches_ = 0;
 };
 
@@ -301,6 +338,36 @@ TEST_F(KvEventPublisherTest, TierEventLogOverflowIsResyncedThroughASnapshot) {
     return known == all;
   }));
   ExpectConsecutiveSeqs(router_.connections());
+}
+
+TEST_F(KvEventPublisherTest, HeartbeatsCarryTheLastSeqAndCanAskForASnapshot) {
+  Server server(&router_);
+  auto publisher = Publish(server.address(), nullptr);
+  v1::WorkerInfo info;
+  info.set_worker_id("w1");
+  info.set_incarnation(77);
+  RouterLink::KvSync sync;
+  sync.last_event_seq = [&] { return publisher->last_sent_seq(); };
+  sync.resend_snapshot = [&] { publisher->RequestSnapshot(); };
+  RouterLink link(server.address(), info, 20, [] { return v1::WorkerLoad(); }, sync);
+  ASSERT_TRUE(router_.WaitFor([](const auto& c) { return !c.empty() && !c[0].events.empty(); }));
+  while (router_.registrations() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the registration's snapshot
+  publisher->OnDeviceEvent(Device(kStored, 5));
+  ASSERT_TRUE(router_.WaitFor([](const auto& c) {
+    return !c[0].events.empty() && !c[0].events.back().has_snapshot();
+  }));
+  const std::uint64_t last = router_.connections()[0].events.back().seq();
+  EXPECT_TRUE(router_.WaitForHeartbeatSeq(last)) << "heartbeats report the last seq sent";
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(router_.connections()[0].events.back().seq(), last)
+      << "plain heartbeats cause no snapshot";
+  router_.ResendSnapshotOnNextHeartbeat();
+  ASSERT_TRUE(router_.WaitFor([&](const auto& c) {
+    return c[0].events.back().has_snapshot() && c[0].events.back().seq() > last;
+  }));
+  EXPECT_EQ(SnapshotTier(router_.connections()[0].events.back(), v1::KV_TIER_DEVICE),
+            (std::set<std::uint64_t>{5}));
 }
 
 }  // namespace
