@@ -62,6 +62,8 @@ class ChatChunkWriter : public ProtocolWriter {
               std::vector<OutputEvent>& out) override {
     Json delta;
     switch (event.kind) {
+      case ParsedKind::kToolBlockStart:
+        return;
       case ParsedKind::kReasoning:
         reasoning_ += event.text;
         delta["content"] = nullptr;

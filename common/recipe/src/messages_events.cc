@@ -36,6 +36,9 @@ class MessagesEventWriter : public ProtocolWriter {
   void Parsed(const ParsedEvent& event, const std::string& call_id,
               std::vector<OutputEvent>& out) override {
     switch (event.kind) {
+      case ParsedKind::kToolBlockStart:
+        Close(out);
+        break;
       case ParsedKind::kReasoning:
         if (!open_ || blocks_.back().kind != BlockKind::kThinking) Open(Block{BlockKind::kThinking}, out);
         blocks_.back().text += event.text;

@@ -40,6 +40,10 @@ class ResponsesEventWriter : public ProtocolWriter {
   void Parsed(const ParsedEvent& event, const std::string& call_id,
               std::vector<OutputEvent>& out) override {
     switch (event.kind) {
+      case ParsedKind::kToolBlockStart:
+        // The answer before a tool block is commentary, whether or not a call follows.
+        CloseOpen("in_progress", /*before_call=*/true, out);
+        break;
       case ParsedKind::kReasoning:
         Open(ItemKind::kReasoning, out);
         items_.back().text += event.text;

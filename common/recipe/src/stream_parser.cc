@@ -26,9 +26,13 @@ enum PatternId : int {
   kPatJsonObject = 5,
   kPatJsonArray = 6,
   kPatFenceClose = 7,
+  kPatInvoke = 8,
+  kPatBlockEnd = 9,
+  kPatParam = 10,
+  kPatInvokeEnd = 11,
+  kPatStringTrue = 12,
+  kPatStringFalse = 13,
 };
-
-bool IsSpace(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 
 // Length of the longest prefix of `text` that is a whole UTF-8 sequence run.
 std::size_t CompleteUtf8Prefix(absl::string_view text) {
@@ -85,7 +89,11 @@ Fit FitTag(const TagScanner::Tag& tag, absl::string_view candidate, bool literal
   if (tag.leading_newlines && !literal_only) {
     std::size_t run = 0;
     while (run < candidate.size() && candidate[run] == '\n') ++run;
+    if (run < tag.min_newlines && run < candidate.size()) return kNoMatch;
+    if (run < tag.min_newlines) return kPartial;
     candidate.remove_prefix(run);
+  } else if (tag.min_newlines > 0) {
+    return kNoMatch;
   }
   absl::string_view literal = tag.literal;
   if (candidate == literal) return kComplete;
@@ -135,6 +143,13 @@ std::size_t TagScanner::EarliestCandidate() const {
   return earliest;
 }
 
+void TagScanner::Truncate(std::size_t size) {
+  next_ = std::min(next_, size);
+  for (Candidate& candidate : candidates_) {
+    if (candidate.start != SIZE_MAX && candidate.start >= size) candidate = Candidate{};
+  }
+}
+
 void TagScanner::Shift(std::size_t count) {
   next_ = next_ > count ? next_ - count : 0;
   for (Candidate& candidate : candidates_) {
@@ -181,8 +196,10 @@ StreamParser::StreamParser(const ParsingOptions& options) : options_(options) {
 }
 
 void StreamParser::BuildTags() {
-  auto add = [&](State state, int id, bool newlines, absl::string_view literal) {
-    tags_[static_cast<int>(state)].push_back(TagScanner::Tag{id, newlines, std::string(literal)});
+  auto add = [&](State state, int id, bool newlines, absl::string_view literal,
+                 std::size_t min_newlines = 0) {
+    tags_[static_cast<int>(state)].push_back(
+        TagScanner::Tag{id, newlines, std::string(literal), min_newlines});
   };
   add(State::kReasoning, kPatThinkEnd, true, kThinkEnd);
   if (options_.parse_tool_calls) add(State::kReasoning, kPatToolBlock, true, kDsmlOpen);
@@ -191,12 +208,28 @@ void StreamParser::BuildTags() {
   add(State::kJsonBefore, kPatJsonFence, false, kFenceOpen);
   add(State::kJsonBefore, kPatJsonObject, false, "{");
   add(State::kJsonBefore, kPatJsonArray, false, "[");
-  add(State::kJsonFenced, kPatFenceClose, true, kFence);
+  // A JSON value ends at a fence on a line of its own (fenced or not).
+  add(State::kJsonFenced, kPatFenceClose, true, kFence, 1);
+  add(State::kJsonValue, kPatFenceClose, true, kFence, 1);
+  // Inside the block, text between the tags is skipped.
+  const std::string invoke = absl::StrCat(kDsmlOpen, "invoke name=");
+  const std::string invoke_spaced = absl::StrCat(kDsmlOpen, " invoke name=");
+  const std::string param = absl::StrCat(kDsmlOpen, "parameter name=");
+  const std::string param_spaced = absl::StrCat(kDsmlOpen, " parameter name=");
+  add(State::kBetweenInvokes, kPatInvoke, false, invoke);
+  add(State::kBetweenInvokes, kPatInvoke, false, invoke_spaced);
+  add(State::kBetweenInvokes, kPatBlockEnd, false, kDsmlClose);
+  add(State::kInvokeBody, kPatParam, false, param);
+  add(State::kInvokeBody, kPatParam, false, param_spaced);
+  add(State::kInvokeBody, kPatInvokeEnd, false, kDsmlClose);
   add(State::kParamKey, kPatKeyEnd, false, " ");
+  add(State::kParamKeyEnd, kPatStringTrue, false, "\"true\">");
+  add(State::kParamKeyEnd, kPatStringFalse, false, "\"false\">");
   add(State::kParamValue, kPatValueEnd, false, kDsmlClose);
   for (std::size_t s = 0; s < options_.stop_sequences.size(); ++s) {
     if (options_.stop_sequences[s].empty()) continue;
-    stop_tags_.push_back(TagScanner::Tag{static_cast<int>(s), false, options_.stop_sequences[s]});
+    stop_tags_.push_back(
+        TagScanner::Tag{static_cast<int>(s), false, options_.stop_sequences[s], 0});
   }
 }
 
@@ -239,6 +272,9 @@ void StreamParser::Process(std::vector<ParsedEvent>& out, bool at_end) {
       case State::kJsonAfter:
       case State::kParamKey:
       case State::kParamValue:
+      case State::kBetweenInvokes:
+      case State::kInvokeBody:
+      case State::kParamKeyEnd:
         progressed = StepText(pos, out, at_end);
         break;
       default:
@@ -251,24 +287,34 @@ void StreamParser::Process(std::vector<ParsedEvent>& out, bool at_end) {
   buf_.Drop(pos);
   scanner_.Shift(pos);
   decided_ = decided_ > pos ? decided_ - pos : 0;
+  for (Fed& fed : fed_) {
+    fed.buf_start = fed.buf_start > pos ? fed.buf_start - pos : 0;
+    fed.buf_end = fed.buf_end > pos ? fed.buf_end - pos : 0;
+  }
 }
 
 bool StreamParser::StepText(std::size_t& pos, std::vector<ParsedEvent>& out, bool at_end) {
-  // With stop sequences, answer bytes reach the stop layer as soon as no tag can claim them, even
-  // while their piece is still held for emission (the oracle stops in the push that completes
-  // the stop sequence).
+  // Stop sequences see every answer byte as it arrives, even one a tag may still claim (the
+  // oracle stops in the push that completes the stop sequence, and a stop sequence made of
+  // newlines beats the tool block those newlines would open).
   const bool stops = StopsApply();
   decided_ = std::max(decided_, pos);
-  if (std::optional<TagScanner::Found> found = scanner_.Scan(buf_.text, pos)) {
+  std::optional<TagScanner::Found> found = scanner_.Scan(buf_.text, pos);
+  if (stops) {
+    Decide(decided_, found ? found->end : buf_.text.size(), out);
+    if (found && !stopped()) TruncateStops(found->start);  // the tag's bytes are not answer
+    decided_ = found ? found->end : buf_.text.size();
+    if (stopped()) return false;
+  }
+  if (found) {
     if (stops) {
-      Decide(decided_, found->start, out);
-      if (!stopped()) ReleaseStops(UINT64_MAX, out);
+      ReleaseStops(UINT64_MAX, out);
     } else {
       EmitText(pos, found->start, out);
     }
     pos = found->end;
-    decided_ = pos;
-    if (stopped()) return false;
+    // The block's first tag is read as block markup: only its newlines are consumed here.
+    if (found->id == kPatToolBlock) pos -= kDsmlOpen.size();
     segment_break_ = true;
     OnTag(found->id, out);
     return true;
@@ -281,13 +327,8 @@ bool StreamParser::StepText(std::size_t& pos, std::vector<ParsedEvent>& out, boo
     release = std::max(piece == 0 ? std::size_t{0} : buf_.ends[piece - 1], pos);
   }
   if (stops) {
-    std::size_t decided_end = earliest == SIZE_MAX ? buf_.text.size() : earliest;
-    Decide(decided_, decided_end, out);
-    decided_ = std::max(decided_, decided_end);
-    if (!stopped()) {
-      ReleaseStops(release == buf_.text.size() ? UINT64_MAX : buf_.first_id + buf_.PieceAt(release),
-                   out);
-    }
+    ReleaseStops(release == buf_.text.size() ? UINT64_MAX : buf_.first_id + buf_.PieceAt(release),
+                 out);
   } else {
     EmitText(pos, release, out);
   }
@@ -301,11 +342,14 @@ void StreamParser::OnTag(int id, std::vector<ParsedEvent>& out) {
       if (state_ == State::kReasoning) {
         EnterState(options_.parse_json_output ? State::kJsonBefore : State::kContent);
         strip_newlines_ = true;
+      } else {
+        strip_newlines_ = false;  // a stray </think> in the answer is dropped; the answer began
       }
-      // In the answer a stray </think> is dropped.
       break;
     case kPatToolBlock:
-      EnterState(State::kBlockOpen);
+      EnterState(State::kBetweenInvokes);
+      strip_newlines_ = false;
+      Emit(ParsedKind::kToolBlockStart, "", out);
       break;
     case kPatKeyEnd:
       Emit(ParsedKind::kToolArguments, ": ", out);
@@ -328,6 +372,29 @@ void StreamParser::OnTag(int id, std::vector<ParsedEvent>& out) {
     case kPatFenceClose:
       EnterState(State::kJsonAfter);
       break;
+    case kPatInvoke:
+      EnterState(State::kInvokeName);
+      break;
+    case kPatBlockEnd:
+      after_close_tag_ = State::kDone;
+      EnterState(State::kCloseTag);
+      break;
+    case kPatParam:
+      Emit(ParsedKind::kToolArguments, invoke_has_params_ ? ", " : "{", out);
+      invoke_has_params_ = true;
+      EnterState(State::kParamKey);
+      break;
+    case kPatInvokeEnd:
+      Emit(ParsedKind::kToolArguments, invoke_has_params_ ? "}" : "{}", out);
+      after_close_tag_ = State::kBetweenInvokes;
+      EnterState(State::kCloseTag);
+      break;
+    case kPatStringTrue:
+    case kPatStringFalse:
+      value_is_string_ = id == kPatStringTrue;
+      EnterState(State::kParamValue);
+      if (value_is_string_) Emit(ParsedKind::kToolArguments, "\"", out);
+      break;
     default:
       break;
   }
@@ -335,53 +402,11 @@ void StreamParser::OnTag(int id, std::vector<ParsedEvent>& out) {
 
 bool StreamParser::StepMarkup(std::size_t& pos, std::vector<ParsedEvent>& out) {
   absl::string_view text(buf_.text);
-  auto skip_space = [&] {
-    while (pos < text.size() && IsSpace(text[pos])) ++pos;
-    return pos < text.size();
-  };
-  // Matches one of `literals` at pos: its index, -1 when more input is needed, -2 on mismatch.
-  auto expect = [&](std::initializer_list<absl::string_view> literals) -> int {
-    absl::string_view rest = text.substr(pos);
-    int index = 0;
-    bool partial = false;
-    for (absl::string_view literal : literals) {
-      if (rest.substr(0, literal.size()) == literal) {
-        pos += literal.size();
-        return index;
-      }
-      if (rest.size() < literal.size() && literal.substr(0, rest.size()) == rest) partial = true;
-      ++index;
-    }
-    return partial ? -1 : -2;
-  };
-  static const std::string kInvoke = absl::StrCat(kDsmlOpen, "invoke name=");
-  static const std::string kInvokeSpaced = absl::StrCat(kDsmlOpen, " invoke name=");
-  static const std::string kParam = absl::StrCat(kDsmlOpen, "parameter name=");
-  static const std::string kParamSpaced = absl::StrCat(kDsmlOpen, " parameter name=");
-  static const std::string kClose(kDsmlClose);
-
-  int got;
   switch (state_) {
-    case State::kBlockOpen:
-      got = expect({"tool_calls>", " calls>"});
-      if (got < 0) break;
-      EnterState(State::kBetweenInvokes);
-      return true;
-    case State::kBetweenInvokes:
-      if (!skip_space()) return false;
-      got = expect({kInvoke, kInvokeSpaced, kClose});
-      if (got < 0) break;
-      if (got == 2) {
-        after_close_tag_ = State::kDone;
-        EnterState(State::kCloseTag);
-      } else {
-        EnterState(State::kInvokeName);
-      }
-      return true;
     case State::kInvokeName: {
-      if (text[pos] != '"') {
-        got = -2;
-        break;
+      if (text[pos] != '"') {  // an unquoted name ends the block
+        EnterState(State::kDone);
+        return false;
       }
       std::size_t close = text.find('"', pos + 1);
       if (close == absl::string_view::npos) return false;
@@ -390,38 +415,17 @@ bool StreamParser::StepMarkup(std::size_t& pos, std::vector<ParsedEvent>& out) {
       ++tool_calls_;
       invoke_has_params_ = false;
       Emit(ParsedKind::kToolCallStart, std::move(name), out);
-      EnterState(State::kInvokeNameEnd);
+      after_close_tag_ = State::kInvokeBody;
+      EnterState(State::kCloseTag);
       return true;
     }
-    case State::kInvokeNameEnd:
-      got = expect({">"});
-      if (got < 0) break;
-      EnterState(State::kInvokeBody);
-      return true;
-    case State::kInvokeBody:
-      if (!skip_space()) return false;
-      got = expect({kParam, kParamSpaced, kClose});
-      if (got < 0) break;
-      if (got == 2) {
-        Emit(ParsedKind::kToolArguments, invoke_has_params_ ? "}" : "{}", out);
-        after_close_tag_ = State::kBetweenInvokes;
-        EnterState(State::kCloseTag);
-      } else {
-        Emit(ParsedKind::kToolArguments, invoke_has_params_ ? ", " : "{", out);
-        invoke_has_params_ = true;
-        EnterState(State::kParamKey);
-      }
-      return true;
-    case State::kParamKeyEnd:
-      got = expect({"string=\"true\">", "string=\"false\">"});
-      if (got < 0) break;
-      value_is_string_ = got == 0;
-      EnterState(State::kParamValue);
-      if (value_is_string_) Emit(ParsedKind::kToolArguments, "\"", out);
-      return true;
     case State::kCloseTag: {
+      // The rest of the tag, whatever it says, up to ">".
       std::size_t close = text.find('>', pos);
-      if (close == absl::string_view::npos) return false;
+      if (close == absl::string_view::npos) {
+        pos = text.size();
+        return false;
+      }
       pos = close + 1;
       EnterState(after_close_tag_);
       return true;
@@ -429,9 +433,6 @@ bool StreamParser::StepMarkup(std::size_t& pos, std::vector<ParsedEvent>& out) {
     default:
       return false;
   }
-  if (got == -1) return false;
-  EnterState(State::kDone);
-  return false;
 }
 
 void StreamParser::EmitText(std::size_t from, std::size_t to, std::vector<ParsedEvent>& out) {
@@ -461,6 +462,10 @@ void StreamParser::EmitPiece(absl::string_view text, std::vector<ParsedEvent>& o
     case State::kParamKey:
       Emit(ParsedKind::kToolArguments, std::string(text), out);
       break;
+    case State::kBetweenInvokes:
+    case State::kInvokeBody:
+    case State::kParamKeyEnd:
+      break;  // text between block tags is skipped
     case State::kParamValue: {
       std::string value;
       if (value_is_string_) {
@@ -500,16 +505,40 @@ void StreamParser::Decide(std::size_t from, std::size_t to, std::vector<ParsedEv
     std::size_t piece = buf_.PieceAt(from);
     std::size_t end = std::min(to, buf_.ends[piece]);
     absl::string_view text = absl::string_view(buf_.text).substr(from, end - from);
+    std::size_t first = from;
     from = end;
     if (strip_newlines_) {
       std::size_t skip = 0;
       while (skip < text.size() && text[skip] == '\n') ++skip;
       text.remove_prefix(skip);
+      first += skip;
       if (text.empty()) continue;
       strip_newlines_ = false;
     }
+    if (fed_.empty() || fed_.back().buf_end != first) fed_.push_back(Fed{first, first, stop_text_.size()});
+    fed_.back().buf_end = first + text.size();
     DecideSegment(text, buf_.first_id + piece, out);
   }
+}
+
+void StreamParser::TruncateStops(std::size_t buf_offset) {
+  std::size_t cut = stop_text_.size();
+  for (const Fed& fed : fed_) {
+    if (buf_offset < fed.buf_end) {
+      cut = fed.stop_start + (buf_offset > fed.buf_start ? buf_offset - fed.buf_start : 0);
+      break;
+    }
+  }
+  fed_.clear();
+  if (cut >= stop_text_.size()) return;
+  stop_text_.resize(cut);
+  while (!stop_segments_.empty()) {
+    std::size_t start = stop_segments_.size() > 1 ? stop_segments_[stop_segments_.size() - 2].end : 0;
+    if (start < cut) break;
+    stop_segments_.pop_back();
+  }
+  if (!stop_segments_.empty()) stop_segments_.back().end = std::min(stop_segments_.back().end, cut);
+  stop_scanner_.Truncate(cut);
 }
 
 void StreamParser::DecideSegment(absl::string_view text, std::uint64_t piece,
@@ -552,6 +581,10 @@ void StreamParser::ReleaseStops(std::uint64_t piece_limit, std::vector<ParsedEve
   for (Segment& segment : stop_segments_) segment.end -= begin;
   stop_text_.erase(0, begin);
   stop_scanner_.Shift(begin);
+  for (Fed& fed : fed_) {
+    // Released bytes can no longer be a tag's: forget where they came from.
+    fed.stop_start = fed.stop_start > begin ? fed.stop_start - begin : 0;
+  }
 }
 
 void StreamParser::FlushStopFilter(std::vector<ParsedEvent>& out) {
@@ -563,6 +596,7 @@ void StreamParser::FlushStopFilter(std::vector<ParsedEvent>& out) {
   }
   stop_text_.clear();
   stop_segments_.clear();
+  fed_.clear();
   stop_scanner_.Reset(&stop_tags_);
 }
 

@@ -30,6 +30,7 @@ namespace tandem::recipe {
 enum class ParsedKind {
   kReasoning,       // text: reasoning delta
   kContent,         // text: answer delta
+  kToolBlockStart,  // the tool-call block began: the answer text is over
   kToolCallStart,   // text: the function name; a new call with the next index
   kToolArguments,   // text: a piece of the current call's JSON arguments
 };
@@ -48,6 +49,7 @@ class TagScanner {
     int id;
     bool leading_newlines;  // a run of newlines before the literal belongs to the tag
     std::string literal;
+    std::size_t min_newlines;  // the run must be at least this long
   };
   struct Found {
     std::size_t start;
@@ -60,6 +62,8 @@ class TagScanner {
   std::optional<Found> Scan(absl::string_view text, std::size_t from);
   // Where the earliest unfinished candidate starts (SIZE_MAX when none).
   std::size_t EarliestCandidate() const;
+  // The text was cut back to `size` bytes.
+  void Truncate(std::size_t size);
   // `count` bytes were dropped from the front of the scanned text.
   void Shift(std::size_t count);
 
@@ -96,13 +100,11 @@ class StreamParser {
     kJsonValue,       // JSON-object mode: after a bare value's first bracket (the rest is answer)
     kJsonFenced,      // JSON-object mode: inside a ```json fence
     kJsonAfter,       // JSON-object mode: text after the fenced value (blanked)
-    kBlockOpen,       // after "<｜DSML｜": "tool_calls>" or " calls>"
-    kBetweenInvokes,  // an invoke or the end of the block
-    kInvokeName,      // "name"
-    kInvokeNameEnd,   // ">"
-    kInvokeBody,      // a parameter or the end of the invoke
+    kBetweenInvokes,  // skipped text up to an invoke or the end of the block
+    kInvokeName,      // "name", then the rest of the tag
+    kInvokeBody,      // skipped text up to a parameter or the end of the invoke
     kParamKey,        // raw text up to a space, streamed as the JSON key
-    kParamKeyEnd,     // string="true"> or string="false">
+    kParamKeyEnd,     // skipped text up to "true"> or "false">
     kParamValue,      // value text up to "</｜DSML｜"
     kCloseTag,        // the rest of a closing tag, up to ">"
     kDone,            // after the block or on malformed markup: output is dropped
@@ -139,6 +141,8 @@ class StreamParser {
   // Emits held answer segments of pieces before `piece_limit` that no stop sequence may claim.
   void ReleaseStops(std::uint64_t piece_limit, std::vector<ParsedEvent>& out);
   void FlushStopFilter(std::vector<ParsedEvent>& out);
+  // Takes back answer bytes from buf_ offset `buf_offset` on: a tag claimed them.
+  void TruncateStops(std::size_t buf_offset);
   void EnterState(State state);
 
   ParsingOptions options_;
@@ -156,6 +160,13 @@ class StreamParser {
   std::string stop_text_;       // answer text held by the stop layer
   std::vector<Segment> stop_segments_;
   bool segment_break_ = true;   // a tag came since the last decided answer byte
+  // Runs of buf_ bytes handed to the stop layer and where they start in stop_text_.
+  struct Fed {
+    std::size_t buf_start;
+    std::size_t buf_end;
+    std::size_t stop_start;
+  };
+  std::vector<Fed> fed_;
   std::string utf8_tail_;       // incomplete UTF-8 sequence from the last push
   bool strip_newlines_ = false;  // drop leading newlines of the current text
   bool invoke_has_params_ = false;
