@@ -5,8 +5,9 @@
 // One request on stdin: prints the prompt exactly (no newline added), or with --ids the ids on
 // one line. A rejected request prints deepseek-recipe's error body on stdout, "HTTP <status>" on
 // stderr, and exits 1. --jsonl reads one request per line and writes one JSON object per line
-// ({"prompt": ..., "ids": [...]} or {"status": N, "body": "..."}), so a test can render hundreds
-// of requests with one process. --encoding accepts the request's model name whatever it is.
+// ({"prompt": ..., "ids": [...]}, "ids_error" instead of "ids" when the tokenizer lacks a control
+// token the prompt uses, or {"status": N, "body": "..."}), so a test can render hundreds of
+// requests with one process. --encoding accepts the request's model name whatever it is.
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -82,6 +83,7 @@ struct Outcome {
   bool ok = false;
   std::string prompt;
   std::vector<std::int32_t> ids;
+  std::string ids_error;  // the prompt rendered but could not be encoded
   tandem::recipe::ErrorEnvelope error;
 };
 
@@ -118,11 +120,11 @@ Outcome RenderOne(const std::string& text, const RenderOptions& opt,
       tandem::recipe::RenderConversation(request->conversation, request->model_version);
   if (tokenizer != nullptr) {
     auto ids = tandem::recipe::EncodePrompt(rendered, *tokenizer);
-    if (!ids.ok()) {
-      out.error = tandem::recipe::ToRecipeErrorEnvelope(ids.status());
-      return out;
+    if (ids.ok()) {
+      out.ids = std::move(*ids);
+    } else {
+      out.ids_error = std::string(ids.status().message());
     }
-    out.ids = std::move(*ids);
   }
   out.prompt = std::move(rendered.prompt);
   out.ok = true;
@@ -150,7 +152,8 @@ int RunRender(int argc, char** argv) {
       nlohmann::ordered_json j = nlohmann::ordered_json::object();
       if (o.ok) {
         j["prompt"] = o.prompt;
-        if (opt.ids) j["ids"] = o.ids;
+        if (opt.ids && o.ids_error.empty()) j["ids"] = o.ids;
+        if (!o.ids_error.empty()) j["ids_error"] = o.ids_error;
       } else {
         j["status"] = o.error.http_status;
         j["body"] = o.error.body;
@@ -168,6 +171,10 @@ int RunRender(int argc, char** argv) {
     return 1;
   }
   if (opt.ids) {
+    if (!o.ids_error.empty()) {
+      std::fprintf(stderr, "error: %s\n", o.ids_error.c_str());
+      return 1;
+    }
     std::cout << absl::StrJoin(o.ids, " ") << "\n";
   } else {
     std::cout << o.prompt;

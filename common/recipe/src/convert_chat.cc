@@ -2,8 +2,11 @@
 // deepseek-recipe 0.2.0 does. Two phases like the reference: the body's shape is read first
 // (serde-style "invalid request body: ..." errors), then its meaning is checked (OpenAI-style
 // messages naming the field).
+#include <algorithm>
 #include <set>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "convert_common.h"
@@ -27,6 +30,7 @@ struct ChatMessage {
   Role role = Role::kUser;
   std::optional<std::string> content;  // nullopt: absent or null (assistant only)
   std::vector<ImageSource> images;
+  std::vector<std::size_t> image_offsets;
   std::optional<std::string> reasoning_content;
   std::optional<std::vector<ToolCall>> tool_calls;
   bool prefix = false;
@@ -63,12 +67,18 @@ absl::Status ReadContent(const Json& content, ModelVersion version, std::size_t 
   }
   if (!content.is_array()) return internal::BodyError("content should be a string or a list");
   std::vector<std::string> parts;
+  std::size_t length = 0;  // of the joined text so far
+  auto add = [&](std::string part) {
+    if (!parts.empty()) length += 2;
+    length += part.size();
+    parts.push_back(std::move(part));
+  };
   for (const Json& part : content) {
     if (!part.is_object()) return internal::InvalidType(part, "internally tagged enum");
     TANDEM_ASSIGN_OR_RETURN(std::string type, internal::RequireString(part, "type"));
     if (type == "text") {
       TANDEM_ASSIGN_OR_RETURN(std::string text, internal::RequireString(part, "text"));
-      parts.push_back(std::move(text));
+      add(std::move(text));
     } else if (type == "image_url") {
       auto it = part.find("image_url");
       if (it == part.end()) return internal::MissingField("image_url");
@@ -83,9 +93,10 @@ absl::Status ReadContent(const Json& content, ModelVersion version, std::size_t 
         image.detail = detail;
         image.path = absl::StrCat(".messages[", index, "]");
         out->images.push_back(std::move(image));
-        parts.emplace_back(kImageToken);
+        out->image_offsets.push_back(parts.empty() ? 0 : length + 2);
+        add(std::string(kImageToken));
       } else {
-        parts.emplace_back(kUnsupportedImage);
+        add(std::string(kUnsupportedImage));
       }
     } else if (type == "file") {
       return RequestError("File content is not supported");
@@ -190,7 +201,7 @@ absl::Status CheckToolSequence(const std::vector<ChatMessage>& messages) {
   return absl::OkStatus();
 }
 
-absl::Status CheckAssistant(const ChatMessage& m, std::size_t index, bool last) {
+absl::Status CheckAssistant(const ChatMessage& m, std::size_t index) {
   if (!m.content.has_value() && !m.tool_calls.has_value()) {
     return RequestError("Invalid assistant message: content or tool_calls must be set");
   }
@@ -200,11 +211,30 @@ absl::Status CheckAssistant(const ChatMessage& m, std::size_t index, bool last) 
                                      "length 1, but got an empty array instead."));
   }
   if (!m.images.empty()) return RequestError("Image in assistant message is not supported");
-  if (m.prefix && (!last || m.tool_calls.has_value())) {
-    return RequestError(
-        "Invalid completion message: prefix set true with message which is not final message or "
-        "message role is not assistant");
+  return absl::OkStatus();
+}
+
+// Prefix continuation: only on the final assistant message...
+absl::Status CheckPrefixIsFinal(const std::vector<ChatMessage>& messages) {
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.prefix && (i + 1 != messages.size() || m.tool_calls.has_value())) {
+      return RequestError(
+          "Invalid completion message: prefix set true with message which is not final message "
+          "or message role is not assistant");
+    }
   }
+  return absl::OkStatus();
+}
+
+// ...and with neither JSON mode nor tools (declared, even with tool_choice "none").
+absl::Status CheckPrefixUse(const std::vector<ChatMessage>& messages, const Conversation& c,
+                            bool tools_declared) {
+  if (messages.empty() || !messages.back().prefix) return absl::OkStatus();
+  if (c.response_format == ResponseFormat::kJsonObject) {
+    return RequestError("response_format json_object should not be used with prefix");
+  }
+  if (tools_declared) return RequestError("Function call should not be used with prefix");
   return absl::OkStatus();
 }
 
@@ -264,18 +294,18 @@ absl::StatusOr<ToolChoiceSpec> ReadToolChoice(const Json& body) {
   return spec;
 }
 
-absl::StatusOr<std::vector<ToolDefinition>> ReadTools(const Json& body) {
-  std::vector<ToolDefinition> tools;
+struct RawTool {
+  std::string name;
+  std::optional<std::string> description;
+  std::optional<Json> parameters;
+  std::optional<bool> strict;
+};
+
+absl::StatusOr<std::vector<RawTool>> ReadTools(const Json& body) {
+  std::vector<RawTool> raw;
   auto it = body.find("tools");
-  if (it == body.end() || it->is_null()) return tools;
+  if (it == body.end() || it->is_null()) return raw;
   if (!it->is_array()) return internal::InvalidType(*it, "a sequence");
-  struct Raw {
-    std::string name;
-    std::optional<std::string> description;
-    std::optional<Json> parameters;
-    std::optional<bool> strict;
-  };
-  std::vector<Raw> raw;
   for (const Json& tool : *it) {
     if (!tool.is_object()) return internal::InvalidType(tool, "internally tagged enum");
     TANDEM_ASSIGN_OR_RETURN(std::string type, internal::RequireString(tool, "type"));
@@ -283,7 +313,7 @@ absl::StatusOr<std::vector<ToolDefinition>> ReadTools(const Json& body) {
     auto fn = tool.find("function");
     if (fn == tool.end()) return internal::MissingField("function");
     if (!fn->is_object()) return internal::InvalidType(*fn, "struct FunctionDefinition");
-    Raw r;
+    RawTool r;
     TANDEM_ASSIGN_OR_RETURN(r.name, internal::RequireString(*fn, "name"));
     TANDEM_ASSIGN_OR_RETURN(r.description, internal::ReadString(*fn, "description"));
     auto params = fn->find("parameters");
@@ -291,12 +321,24 @@ absl::StatusOr<std::vector<ToolDefinition>> ReadTools(const Json& body) {
     TANDEM_ASSIGN_OR_RETURN(r.strict, internal::ReadBool(*fn, "strict"));
     raw.push_back(std::move(r));
   }
+  return raw;
+}
+
+std::string ToolNamePath(std::size_t i) { return absl::StrCat("tools[", i, "].function.name"); }
+
+// Names are checked even for tool_choice "none"; schemas only for tools that stay in play.
+absl::StatusOr<std::vector<ToolDefinition>> ConvertTools(const std::vector<RawTool>& raw,
+                                                         bool in_play) {
+  std::vector<ToolDefinition> tools;
+  for (std::size_t i = 0; i < raw.size(); ++i) {
+    TANDEM_RETURN_IF_ERROR(internal::CheckToolName(raw[i].name, ToolNamePath(i)));
+  }
+  if (!in_play) return tools;
   for (std::size_t i = 0; i < raw.size(); ++i) {
     TANDEM_ASSIGN_OR_RETURN(
         ToolDefinition tool,
         internal::ConvertFunctionTool(raw[i].name, raw[i].description, raw[i].parameters,
-                                      raw[i].strict,
-                                      absl::StrCat("tools[", i, "].function.name")));
+                                      raw[i].strict, ToolNamePath(i)));
     tools.push_back(std::move(tool));
   }
   TANDEM_RETURN_IF_ERROR(internal::CheckUniqueToolNames(tools));
@@ -391,13 +433,71 @@ absl::StatusOr<ConversationRequest> ConvertChatCompletions(const nlohmann::order
   const bool effort_none = effort_name.has_value() && !effort.has_value();
   TANDEM_ASSIGN_OR_RETURN(bool thinking, ReadThinking(body, options, effort_none));
   TANDEM_ASSIGN_OR_RETURN(ToolChoiceSpec tool_choice, ReadToolChoice(body));
+  TANDEM_ASSIGN_OR_RETURN(std::vector<RawTool> raw_tools, ReadTools(body));
   Conversation& conversation = request.conversation;
   TANDEM_RETURN_IF_ERROR(ApplyResponseFormat(body, &conversation));
 
-  // Meaning.
+  // Meaning, in the order the reference checks it (the first problem is the one reported).
   if (!version.ok()) return version.status();
   request.model_version = *version;
   if (messages.empty()) return RequestError("Empty input messages");
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    if (messages[i].role == Role::kAssistant) {
+      TANDEM_RETURN_IF_ERROR(CheckAssistant(messages[i], i));
+    }
+  }
+  TANDEM_RETURN_IF_ERROR(CheckToolSequence(messages));
+  TANDEM_RETURN_IF_ERROR(CheckPrefixIsFinal(messages));
+  const bool tools_in_play = tool_choice.choice != ToolChoice::kNone;
+  TANDEM_ASSIGN_OR_RETURN(std::vector<ToolDefinition> tools,
+                          ConvertTools(raw_tools, tools_in_play));
+  conversation.thinking_mode = thinking;
+  if (thinking) conversation.reasoning_effort = effort.value_or(ReasoningEffort::kHigh);
+  if (!tools_in_play) {
+    conversation.tool_choice = ToolChoice::kNone;
+  } else if (tools.empty()) {
+    if (tool_choice.function.has_value()) {
+      return RequestError(absl::StrCat("Invalid value for 'tool_call': no function named '",
+                                       *tool_choice.function,
+                                       "' was specified in the 'tools' parameter."));
+    }
+    conversation.tool_choice = ToolChoice::kAuto;
+  } else {
+    if (tool_choice.function.has_value()) {
+      std::vector<ToolDefinition> named;
+      for (ToolDefinition& t : tools) {
+        if (t.name == *tool_choice.function) named.push_back(std::move(t));
+      }
+      if (named.empty()) {
+        return RequestError(absl::StrCat("Invalid value for 'tool_call': no function named '",
+                                         *tool_choice.function,
+                                         "' was specified in the 'tools' parameter."));
+      }
+      tools = std::move(named);
+    }
+    if (tool_choice.choice == ToolChoice::kRequired && thinking) {
+      return RequestError("Thinking mode does not support this tool_choice");
+    }
+    conversation.tool_choice = tool_choice.choice;
+    conversation.tools = std::move(tools);
+  }
+  TANDEM_RETURN_IF_ERROR(CheckPrefixUse(messages, conversation, !raw_tools.empty()));
+  TANDEM_ASSIGN_OR_RETURN(std::vector<std::string> stops, ReadStop(body));
+  TANDEM_RETURN_IF_ERROR(internal::CheckStrictNotMixed(conversation.tools));
+  if (conversation.response_format == ResponseFormat::kJsonObject &&
+      !std::any_of(messages.begin(), messages.end(), [](const ChatMessage& m) {
+        return absl::StrContains(absl::AsciiStrToLower(m.content.value_or("")), "json");
+      })) {
+    return RequestError(
+        "Prompt must contain the word 'json' in some form to use 'response_format' of type "
+        "'json_object'.");
+  }
+  const bool strict_tools =
+      std::any_of(conversation.tools.begin(), conversation.tools.end(),
+                  [](const ToolDefinition& t) { return t.strict.value_or(false); });
+  if (strict_tools && conversation.response_format != ResponseFormat::kText) {
+    return RequestError("response_format should not be used with tools");
+  }
   if (n.has_value() && *n != 1) {
     return RequestError("Invalid n value (currently only n = 1 is supported)");
   }
@@ -422,54 +522,16 @@ absl::StatusOr<ConversationRequest> ConvertChatCompletions(const nlohmann::order
   if (top_logprobs.has_value() && *top_logprobs > 20) {
     return RequestError("Invalid top_logprobs value, the valid range of top_logprobs is [0, 20].");
   }
-  TANDEM_ASSIGN_OR_RETURN(std::vector<std::string> stops, ReadStop(body));
-  TANDEM_ASSIGN_OR_RETURN(std::vector<ToolDefinition> tools, ReadTools(body));
-
-  conversation.thinking_mode = thinking;
-  if (thinking) conversation.reasoning_effort = effort.value_or(ReasoningEffort::kHigh);
-  if (tools.empty()) {
-    if (tool_choice.function.has_value()) {
-      return RequestError(absl::StrCat("Invalid value for 'tool_call': no function named '",
-                                       *tool_choice.function,
-                                       "' was specified in the 'tools' parameter."));
-    }
-    conversation.tool_choice =
-        tool_choice.choice == ToolChoice::kNone ? ToolChoice::kNone : ToolChoice::kAuto;
-  } else if (tool_choice.choice == ToolChoice::kNone) {
-    conversation.tool_choice = ToolChoice::kNone;
-  } else {
-    if (tool_choice.function.has_value()) {
-      std::vector<ToolDefinition> named;
-      for (ToolDefinition& t : tools) {
-        if (t.name == *tool_choice.function) named.push_back(std::move(t));
-      }
-      if (named.empty()) {
-        return RequestError(absl::StrCat("Invalid value for 'tool_call': no function named '",
-                                         *tool_choice.function,
-                                         "' was specified in the 'tools' parameter."));
-      }
-      tools = std::move(named);
-    }
-    if (tool_choice.choice == ToolChoice::kRequired && thinking) {
-      return RequestError("Thinking mode does not support this tool_choice");
-    }
-    conversation.tool_choice = tool_choice.choice;
-    conversation.tools = std::move(tools);
-  }
-
-  for (std::size_t i = 0; i < messages.size(); ++i) {
-    if (messages[i].role == Role::kAssistant) {
-      TANDEM_RETURN_IF_ERROR(CheckAssistant(messages[i], i, i + 1 == messages.size()));
-    }
-  }
-  TANDEM_RETURN_IF_ERROR(CheckToolSequence(messages));
 
   for (std::size_t i = 0; i < messages.size(); ++i) {
     ChatMessage& cm = messages[i];
+    // An empty system message says nothing; the reference drops it.
+    if (cm.role == Role::kSystem && cm.content.value_or("").empty()) continue;
     Message m;
     m.role = cm.role;
     m.content = cm.content.value_or("");
     m.image_sources = std::move(cm.images);
+    m.image_offsets = std::move(cm.image_offsets);
     if (cm.role == Role::kAssistant) {
       if (thinking) {
         if (!cm.reasoning_content.has_value() &&
@@ -485,12 +547,6 @@ absl::StatusOr<ConversationRequest> ConvertChatCompletions(const nlohmann::order
     }
     m.tool_call_id = std::move(cm.tool_call_id);
     conversation.messages.push_back(std::move(m));
-  }
-  if (conversation.response_format == ResponseFormat::kJsonObject &&
-      !internal::MentionsJson(conversation)) {
-    return RequestError(
-        "Prompt must contain the word 'json' in some form to use 'response_format' of type "
-        "'json_object'.");
   }
 
   InferenceOptions& inference = request.inference;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <set>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -74,30 +75,89 @@ absl::Status CheckSchemaShape(const Json& schema, const std::string& tool) {
   return absl::OkStatus();
 }
 
-// Strict mode as OpenAI defines it: objects admit no other properties and require all of theirs.
-void NormalizeStrict(Json* schema) {
+// Strict mode as OpenAI defines it: an object schema may not admit other properties, and its
+// `required` (if given) must name every property.
+// Strict mode as OpenAI defines it, checked in one walk: on entering an object schema, nested
+// ones must declare properties and none may admit additional ones; after its subschemas, its
+// `required` (if given) must name every property.
+absl::Status CheckStrictSchema(Json* schema, bool root) {
+  if (!schema->is_object()) return absl::OkStatus();
+  auto type = schema->find("type");
+  const bool is_object = type != schema->end() && *type == "object";
+  if (is_object) {
+    auto props = schema->find("properties");
+    if (!root && (props == schema->end() || (props->is_object() && props->empty()))) {
+      return RequestError("An object with no properties is not allowed.");
+    }
+    auto extra = schema->find("additionalProperties");
+    if (extra != schema->end() && *extra == true) {
+      return RequestError("additionalProperties should not be true");
+    }
+    if (!schema->contains("properties")) (*schema)["properties"] = Json::object();
+  }
+  for (const char* key : {"properties", "$defs", "definitions"}) {
+    auto it = schema->find(key);
+    if (it == schema->end() || !it->is_object()) continue;
+    for (auto& [unused, sub] : it->items()) {
+      absl::Status s = CheckStrictSchema(&sub, false);
+      if (!s.ok()) return s;
+    }
+  }
+  if (auto it = schema->find("items"); it != schema->end()) {
+    absl::Status s = CheckStrictSchema(&*it, false);
+    if (!s.ok()) return s;
+  }
+  for (const char* key : {"anyOf", "allOf", "oneOf"}) {
+    auto it = schema->find(key);
+    if (it == schema->end() || !it->is_array()) continue;
+    for (Json& sub : *it) {
+      absl::Status s = CheckStrictSchema(&sub, false);
+      if (!s.ok()) return s;
+    }
+  }
+  auto required = schema->find("required");
+  if (is_object && required != schema->end()) {
+    std::set<std::string> given, all;
+    if (required->is_array()) {
+      for (const Json& name : *required) {
+        if (name.is_string()) given.insert(name.get<std::string>());
+      }
+    }
+    if ((*schema)["properties"].is_object()) {
+      for (const auto& [key, unused] : (*schema)["properties"].items()) all.insert(key);
+    }
+    if (given != all) {
+      return RequestError("Required properties must match all properties in the object");
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Closes every object schema: additionalProperties false and all properties required, written
+// last (the reference re-inserts both keys).
+void CloseObjectSchemas(Json* schema) {
   if (!schema->is_object()) return;
   if (schema->contains("properties") && (*schema)["properties"].is_object()) {
     Json required = Json::array();
     for (auto& [name, sub] : (*schema)["properties"].items()) {
       required.push_back(name);
-      NormalizeStrict(&sub);
+      CloseObjectSchemas(&sub);
     }
     schema->erase("additionalProperties");
     schema->erase("required");
     (*schema)["additionalProperties"] = false;
     (*schema)["required"] = std::move(required);
   }
-  for (const char* key : {"items", "additionalItems"}) {
-    if (schema->contains(key)) NormalizeStrict(&(*schema)[key]);
-  }
-  for (const char* key : {"anyOf", "oneOf", "allOf"}) {
-    if (!schema->contains(key) || !(*schema)[key].is_array()) continue;
-    for (Json& sub : (*schema)[key]) NormalizeStrict(&sub);
+  if (auto it = schema->find("items"); it != schema->end()) CloseObjectSchemas(&*it);
+  for (const char* key : {"anyOf", "allOf", "oneOf"}) {
+    auto it = schema->find(key);
+    if (it == schema->end() || !it->is_array()) continue;
+    for (Json& sub : *it) CloseObjectSchemas(&sub);
   }
   for (const char* key : {"$defs", "definitions"}) {
-    if (!schema->contains(key) || !(*schema)[key].is_object()) continue;
-    for (auto& [name, sub] : (*schema)[key].items()) NormalizeStrict(&sub);
+    auto it = schema->find(key);
+    if (it == schema->end() || !it->is_object()) continue;
+    for (auto& [unused, sub] : it->items()) CloseObjectSchemas(&sub);
   }
 }
 
@@ -202,11 +262,7 @@ absl::StatusOr<std::optional<ReasoningEffort>> ParseEffortName(absl::string_view
   return UnknownVariant(name, {"none", "minimal", "low", "medium", "high", "xhigh", "ultra", "max"});
 }
 
-absl::StatusOr<ToolDefinition> ConvertFunctionTool(const std::string& name,
-                                                   std::optional<std::string> description,
-                                                   std::optional<Json> parameters,
-                                                   std::optional<bool> strict,
-                                                   absl::string_view path) {
+absl::Status CheckToolName(const std::string& name, absl::string_view path) {
   if (name.empty()) {
     return RequestError(absl::StrCat("Invalid '", path,
                                      "': empty string. Expected a string with minimum length 1, "
@@ -217,11 +273,28 @@ absl::StatusOr<ToolDefinition> ConvertFunctionTool(const std::string& name,
                                      "': string does not match pattern. Expected a string that "
                                      "matches the pattern '^[a-zA-Z0-9_-]+$'."));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ToolDefinition> ConvertFunctionTool(const std::string& name,
+                                                   std::optional<std::string> description,
+                                                   std::optional<Json> parameters,
+                                                   std::optional<bool> strict,
+                                                   absl::string_view path) {
+  absl::Status name_ok = CheckToolName(name, path);
+  if (!name_ok.ok()) return name_ok;
   ToolDefinition tool;
   tool.name = name;
   tool.description = std::move(description);
   tool.strict = strict;
-  tool.parameters = parameters.has_value() ? std::move(*parameters) : Json::object();
+  const bool is_strict = strict.value_or(false);
+  if (parameters.has_value()) {
+    tool.parameters = std::move(*parameters);
+  } else {
+    // A strict tool without parameters takes no arguments: an empty closed object.
+    tool.parameters = Json::object();
+    if (is_strict) tool.parameters["type"] = "object";
+  }
   if (parameters.has_value()) {
     absl::Status shape = CheckSchemaShape(tool.parameters, name);
     if (!shape.ok()) return shape;
@@ -235,7 +308,11 @@ absl::StatusOr<ToolDefinition> ConvertFunctionTool(const std::string& name,
           ToJson(type, JsonStyle::kCompact), "'."));
     }
   }
-  if (strict.value_or(false)) NormalizeStrict(&tool.parameters);
+  if (is_strict) {
+    absl::Status s = CheckStrictSchema(&tool.parameters, /*root=*/true);
+    if (!s.ok()) return s;
+    CloseObjectSchemas(&tool.parameters);
+  }
   return tool;
 }
 
@@ -244,6 +321,15 @@ absl::Status CheckUniqueToolNames(const std::vector<ToolDefinition>& tools) {
     for (std::size_t j = 0; j < i; ++j) {
       if (tools[i].name == tools[j].name) return RequestError("Tool names must be unique.");
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckStrictNotMixed(const std::vector<ToolDefinition>& tools) {
+  bool any_strict = false, any_loose = false;
+  for (const ToolDefinition& tool : tools) (tool.strict.value_or(false) ? any_strict : any_loose) = true;
+  if (any_strict && any_loose) {
+    return RequestError("Cannot use strict tool with non-strict tool in the same request");
   }
   return absl::OkStatus();
 }

@@ -49,15 +49,21 @@ absl::StatusOr<ModelVersion> ResolveModelVersion(absl::string_view model,
 // minimal/low -> low, medium/high -> high, xhigh, ultra/max -> max; anything else a body error.
 absl::StatusOr<std::optional<ReasoningEffort>> ParseEffortName(absl::string_view name);
 
+// ^[a-zA-Z0-9_-]+$, non-empty; `path` names the field in errors.
+absl::Status CheckToolName(const std::string& name, absl::string_view path);
+
 // A function tool as converted: name checked against ^[a-zA-Z0-9_-]+$ (`path` names the field in
 // errors, e.g. "tools[0].function.name"), parameters defaulted to {} and checked to be an object
-// schema, strict schemas normalised (additionalProperties false, every property required).
+// schema; strict schemas checked (no additionalProperties: true, `required` naming every
+// property) and closed (additionalProperties false, every property required).
 absl::StatusOr<ToolDefinition> ConvertFunctionTool(const std::string& name,
                                                    std::optional<std::string> description,
                                                    std::optional<Json> parameters,
                                                    std::optional<bool> strict,
                                                    absl::string_view path);
 absl::Status CheckUniqueToolNames(const std::vector<ToolDefinition>& tools);
+// Responses and Messages refuse to mix strict and non-strict tools (Chat Completions does not).
+absl::Status CheckStrictNotMixed(const std::vector<ToolDefinition>& tools);
 
 // temperature / top_p as sent to the engine, by model version, thinking mode and tools.
 void ResolveSampling(ModelVersion version, const Conversation& conversation,

@@ -41,8 +41,19 @@ void PromptBuilder::Template(absl::string_view text) {
   }
 }
 
-void PromptBuilder::TextWithImages(absl::string_view text, std::size_t placeholders) {
+void PromptBuilder::TextWithImages(absl::string_view text, std::size_t placeholders,
+                                   const std::vector<std::size_t>& offsets) {
   std::size_t pos = 0;
+  if (!offsets.empty()) {
+    for (std::size_t at : offsets) {
+      if (at < pos || text.substr(at, kImageToken.size()) != kImageToken) continue;
+      Text(text.substr(pos, at - pos));
+      Special(kImageToken);
+      pos = at + kImageToken.size();
+    }
+    Text(text.substr(pos));
+    return;
+  }
   while (placeholders > 0) {
     const std::size_t at = text.find(kImageToken, pos);
     if (at == absl::string_view::npos) break;

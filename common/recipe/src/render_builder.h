@@ -5,6 +5,7 @@
 // text never does, whatever it holds.
 
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "tandem/recipe/render.h"
@@ -19,8 +20,10 @@ class PromptBuilder {
   void Text(absl::string_view text) { out_.prompt.append(text.data(), text.size()); }
   // Fixed template text: every control spelling inside it is a control token.
   void Template(absl::string_view text);
-  // Client text whose first `placeholders` occurrences of the image token stand for its images.
-  void TextWithImages(absl::string_view text, std::size_t placeholders);
+  // Client text whose image placeholders are at `offsets` (image-token spellings elsewhere stay
+  // text) or, with no offsets, are the first `placeholders` occurrences of the image token.
+  void TextWithImages(absl::string_view text, std::size_t placeholders,
+                      const std::vector<std::size_t>& offsets = {});
 
   std::string* mutable_prompt() { return &out_.prompt; }
   RenderedPrompt Finish() { return std::move(out_); }

@@ -32,6 +32,7 @@ class DeepseekRenderer {
       : c_(conversation), v41_(version == ModelVersion::kDeepseekV41) {
     dsml_ = v41_ ? internal::DsmlNames{" calls", " invoke", " parameter"}
                  : internal::DsmlNames{"tool_calls", "invoke", "parameter"};
+    json_style_ = v41_ ? JsonStyle::kPrompt : JsonStyle::kPromptV4;
     tools_active_ = !c_.tools.empty() && c_.tool_choice != ToolChoice::kNone;
   }
 
@@ -60,13 +61,18 @@ class DeepseekRenderer {
           break;
         case Role::kUser:
         case Role::kTool:
+          if (!v41_) {
+            i = RenderV4UserTurn(order, i);
+            in_user_turn = false;
+            break;
+          }
           if (in_user_turn) {
             b_.Text("\n\n");
           } else {
             b_.Special(kUserToken);
           }
           if (m.role == Role::kTool) b_.Text(internal::kToolResultOpen);
-          b_.TextWithImages(m.content, m.image_sources.size());
+          b_.TextWithImages(m.content, m.image_sources.size(), m.image_offsets);
           if (m.role == Role::kTool) b_.Text(internal::kToolResultClose);
           in_user_turn = true;
           break;
@@ -114,7 +120,7 @@ class DeepseekRenderer {
       line["name"] = tools[i].name;
       line["description"] = tools[i].description.value_or("");
       line["parameters"] = tools[i].parameters;
-      b_.Text(internal::ToJson(line, JsonStyle::kPrompt));
+      b_.Text(internal::ToJson(line, json_style_));
     }
   }
 
@@ -134,7 +140,7 @@ class DeepseekRenderer {
       }
     } else if (c_.response_format == ResponseFormat::kJsonSchema) {
       b_.Template(internal::kSchemaFormat);
-      b_.Text(internal::ToJson(c_.response_schema.value_or(nullptr), JsonStyle::kPrompt));
+      b_.Text(internal::ToJson(c_.response_schema.value_or(nullptr), json_style_));
     }
   }
 
@@ -219,6 +225,41 @@ class DeepseekRenderer {
     return out;
   }
 
+  // V4 writes a run of user and tool messages as one turn: the tool results (already in call
+  // order) first, then the non-empty user texts, each part separated by a blank line. Returns
+  // the index of the run's last message.
+  std::size_t RenderV4UserTurn(const std::vector<const Message*>& order, std::size_t begin) {
+    std::size_t end = begin;
+    while (end < order.size() &&
+           (order[end]->role == Role::kUser || order[end]->role == Role::kTool)) {
+      ++end;
+    }
+    b_.Special(kUserToken);
+    bool any_tool = false;
+    for (std::size_t k = begin; k < end; ++k) {
+      if (order[k]->role != Role::kTool) continue;
+      if (any_tool) b_.Text("\n\n");
+      b_.Text(internal::kToolResultOpen);
+      b_.TextWithImages(order[k]->content, order[k]->image_sources.size(),
+                        order[k]->image_offsets);
+      b_.Text(internal::kToolResultClose);
+      any_tool = true;
+    }
+    bool any_text = false;
+    for (std::size_t k = begin; k < end; ++k) {
+      if (order[k]->role != Role::kUser) continue;
+      if (any_tool && !any_text) b_.Text("\n\n");
+      if (!any_text) any_text = true;
+      if (order[k]->content.empty()) continue;
+      if (written_user_text_) b_.Text("\n\n");
+      b_.TextWithImages(order[k]->content, order[k]->image_sources.size(),
+                        order[k]->image_offsets);
+      written_user_text_ = true;
+    }
+    written_user_text_ = false;
+    return end - 1;
+  }
+
   void RenderAssistant(const Message& m, bool continued) {
     b_.Special(kAssistantToken);
     if (continued) {
@@ -277,7 +318,7 @@ class DeepseekRenderer {
       b_.Text("\">\n");
       const auto args =
           nlohmann::ordered_json::parse(calls[k].arguments, nullptr, /*allow_exceptions=*/false);
-      std::size_t written = 0;
+      std::size_t written = 0;  // V4.1 separates parameters, V4 ends each with a newline
       auto separate = [&] {
         if (v41_ && written > 0) b_.Text("\n");
       };
@@ -287,7 +328,7 @@ class DeepseekRenderer {
           if (value.is_string()) {
             RenderParameter(key, true, value.get_ref<const std::string&>());
           } else {
-            RenderParameter(key, false, internal::ToJson(value, JsonStyle::kPrompt));
+            RenderParameter(key, false, internal::ToJson(value, json_style_));
           }
           if (!v41_) b_.Text("\n");
           ++written;
@@ -297,7 +338,7 @@ class DeepseekRenderer {
         if (!v41_) b_.Text("\n");
         ++written;
       }
-      if (v41_) b_.Text(written > 0 ? "\n" : "\n\n");
+      if (v41_) b_.Text("\n");
       b_.Template(absl::StrCat("</｜DSML｜", dsml_.invoke, ">"));
     }
     b_.Template(absl::StrCat("\n</｜DSML｜", dsml_.calls, ">"));
@@ -314,7 +355,9 @@ class DeepseekRenderer {
   const Conversation& c_;
   const bool v41_;
   internal::DsmlNames dsml_;
+  JsonStyle json_style_;
   bool tools_active_ = false;
+  bool written_user_text_ = false;  // within RenderV4UserTurn
   PromptBuilder b_;
 };
 

@@ -34,7 +34,7 @@ void AppendString(const std::string& s, std::string* out) {
 
 }  // namespace
 
-std::string FormatJsonFloat(double value) {
+std::string FormatJsonFloat(double value, JsonStyle style) {
   if (!std::isfinite(value)) return "null";
   char buf[64];
   // Shortest round-trip digits in the form [-]d[.ddd]e(+|-)XX, re-laid out the way ryu does.
@@ -54,6 +54,35 @@ std::string FormatJsonFloat(double value) {
   const int exponent = std::atoi(sci.c_str() + e + 1);
   const int length = static_cast<int>(digits.size());
   const int point = exponent + 1;  // digits before the decimal point
+  if (style == JsonStyle::kPrompt) {
+    // Python repr: positional for 1e-4 <= |v| < 1e16, else d[.ddd]e+XX / e-XX.
+    if (-4 <= exponent && exponent < 16) {
+      if (point <= 0) {
+        out += "0.";
+        out.append(static_cast<std::size_t>(-point), '0');
+        out += digits;
+      } else if (point >= length) {
+        out += digits;
+        out.append(static_cast<std::size_t>(point - length), '0');
+        out += ".0";
+      } else {
+        out += digits.substr(0, point);
+        out.push_back('.');
+        out += digits.substr(point);
+      }
+      return out;
+    }
+    out.push_back(digits[0]);
+    if (length > 1) {
+      out.push_back('.');
+      out += digits.substr(1);
+    }
+    out += sci.substr(e, 2);  // "e+" or "e-"
+    const std::string magnitude = std::to_string(exponent < 0 ? -exponent : exponent);
+    if (magnitude.size() < 2) out.push_back('0');
+    out += magnitude;
+    return out;
+  }
   if (0 <= point - length && point <= 16) {
     out += digits;
     out.append(static_cast<std::size_t>(point - length), '0');
@@ -73,14 +102,15 @@ std::string FormatJsonFloat(double value) {
       out += digits.substr(1);
     }
     out.push_back('e');
+    if (style == JsonStyle::kPromptV4 && point - 1 >= 0) out.push_back('+');
     out += std::to_string(point - 1);
   }
   return out;
 }
 
 void AppendJson(const nlohmann::ordered_json& value, JsonStyle style, std::string* out) {
-  const char* item_sep = style == JsonStyle::kPrompt ? ", " : ",";
-  const char* key_sep = style == JsonStyle::kPrompt ? ": " : ":";
+  const char* item_sep = style == JsonStyle::kCompact ? "," : ", ";
+  const char* key_sep = style == JsonStyle::kCompact ? ":" : ": ";
   switch (value.type()) {
     case nlohmann::ordered_json::value_t::object: {
       out->push_back('{');
@@ -119,7 +149,7 @@ void AppendJson(const nlohmann::ordered_json& value, JsonStyle style, std::strin
       out->append(std::to_string(value.get<std::uint64_t>()));
       return;
     case nlohmann::ordered_json::value_t::number_float:
-      out->append(FormatJsonFloat(value.get<double>()));
+      out->append(FormatJsonFloat(value.get<double>(), style));
       return;
     default:
       out->append("null");

@@ -1,9 +1,9 @@
 #pragma once
 
-// JSON text as deepseek-recipe writes it (serde_json, key order preserved): numbers the way Rust
-// prints them (1.5, 100000.0, 1e20), non-ASCII characters unescaped, control characters as
-// \u00XX. Prompts use Python's json.dumps separators (", " and ": "); output constraints and
-// other machine-read JSON use the compact form.
+// JSON text as deepseek-recipe writes it (key order preserved, non-ASCII characters unescaped,
+// control characters as \u00XX). Prompts use Python's json.dumps separators; how floats look
+// depends on the encoding (see JsonStyle). Output constraints and other machine-read JSON use
+// serde_json's compact form.
 
 #include <string>
 
@@ -11,12 +11,17 @@
 
 namespace tandem::recipe::internal {
 
-enum class JsonStyle { kPrompt, kCompact };
+enum class JsonStyle {
+  kPrompt,    // Python json.dumps: ", " / ": ", floats as Python's repr (1e+20, 2.5e-07); V4.1
+  kPromptV4,  // the same separators, floats as Rust's ryu with a '+' on exponents (1e+20, 2.5e-7)
+  kCompact,   // serde_json compact: "," / ":", floats as ryu (1e20, 2.5e-7)
+};
 
 void AppendJson(const nlohmann::ordered_json& value, JsonStyle style, std::string* out);
 std::string ToJson(const nlohmann::ordered_json& value, JsonStyle style);
 
-// A float as Rust's ryu formats an f64 (shortest round-trip digits; "null" if not finite).
-std::string FormatJsonFloat(double value);
+// A float with the shortest round-trip digits, laid out as `style` does ("null" if not finite):
+// see JsonStyle.
+std::string FormatJsonFloat(double value, JsonStyle style = JsonStyle::kCompact);
 
 }  // namespace tandem::recipe::internal

@@ -57,6 +57,10 @@ struct Message {
   std::optional<std::vector<ToolDefinition>> tools;
   // User, tool and system: images whose placeholders are the first occurrences of the image token.
   std::vector<ImageSource> image_sources;
+  // Where the converter put each image's placeholder (byte offsets into `content`), so that an
+  // image-token spelling the client typed before it stays plain text. Empty: the first
+  // occurrences, as above.
+  std::vector<std::size_t> image_offsets;
 };
 
 enum class ToolChoice { kAuto, kNone, kRequired };
