@@ -70,6 +70,7 @@ absl::StatusOr<GenerationOutcome> Dispatcher::RunCombined(const GenerationReques
   *call.mutable_sampling() = request.sampling;
   call.set_first_token_id(-1);
   call.set_deadline_unix_ms(UnixMs(request.deadline));
+  call.set_traffic_class(request.traffic_class);
   return StreamGenerate(worker, call, request, canceller, state);
 }
 
@@ -104,6 +105,7 @@ absl::StatusOr<GenerationOutcome> Dispatcher::RunDisaggregated(const GenerationR
     *call.mutable_sampling() = request.sampling;
     *call.mutable_kv_target() = reservation.target();
     call.set_deadline_unix_ms(UnixMs(request.deadline));
+    call.set_traffic_class(request.traffic_class);
     grpc::Status st = prefill.stub().Prefill(&ctx, call, &prefilled);
     if (!st.ok()) {
       // Decode would reclaim the reservation when its lease ends; free it now instead.
@@ -129,6 +131,7 @@ absl::StatusOr<GenerationOutcome> Dispatcher::RunDisaggregated(const GenerationR
   call.set_handoff_id(prefilled.handoff_id());
   call.set_first_token_id(first);
   call.set_deadline_unix_ms(UnixMs(request.deadline));
+  call.set_traffic_class(request.traffic_class);
   absl::StatusOr<GenerationOutcome> outcome =
       StreamGenerate(decode, call, request, canceller, state);
   if (!outcome.ok()) return outcome;

@@ -20,6 +20,7 @@ struct GenerationRequest {
   std::vector<std::int32_t> prompt_ids;
   v1::SamplingParams sampling;
   std::chrono::system_clock::time_point deadline;
+  std::string traffic_class;  // chat, agent (KV retention on the workers); empty: their default
 };
 
 struct GenerationOutcome {

@@ -91,6 +91,15 @@ http::HandlerResult GenerationApi::Handle(ApiEndpoint endpoint, const http::Requ
   if (auto error = ParseOpenAiRequest(endpoint, http_request.body, &request)) {
     return Fail(path, *error);
   }
+  std::string traffic_class;
+  if (auto header = http_request.FindHeader("X-Tandem-Traffic-Class")) {
+    traffic_class = std::string(*header);
+    if (traffic_class != "chat" && traffic_class != "agent") {
+      return Fail(path, ApiError::Invalid(absl::StrCat("X-Tandem-Traffic-Class must be chat or "
+                                                       "agent, got '", traffic_class, "'"),
+                                          "X-Tandem-Traffic-Class"));
+    }
+  }
   if (!request.model.empty() && request.model != options_.served_model) {
     ApiError error = ApiError::Invalid(
         absl::StrCat("the model '", request.model, "' does not exist; this router serves '",
@@ -127,6 +136,7 @@ http::HandlerResult GenerationApi::Handle(ApiEndpoint endpoint, const http::Requ
   setup.request.prompt_ids = prompt;
   setup.request.sampling = Sampling(request, static_cast<int>(max_tokens));
   setup.request.deadline = std::chrono::system_clock::now() + options_.request_timeout;
+  setup.request.traffic_class = std::move(traffic_class);
   setup.plan = std::move(*plan);
   setup.canceller = std::move(canceller);
   setup.ticket = std::move(ticket);

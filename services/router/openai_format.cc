@@ -1,5 +1,7 @@
 #include "openai_format.h"
 
+#include <algorithm>
+
 #include "json_text.h"
 
 namespace tandem::router {
@@ -11,7 +13,11 @@ json UsageJson(const v1::Usage& usage) {
   return {{"prompt_tokens", usage.prompt_tokens()},
           {"completion_tokens", usage.completion_tokens()},
           {"total_tokens", usage.prompt_tokens() + usage.completion_tokens()},
-          {"prompt_tokens_details", {{"cached_tokens", usage.cached_prompt_tokens()}}}};
+          {"prompt_tokens_details", {{"cached_tokens", usage.cached_prompt_tokens()}}},
+          // DeepSeek's names for the same split (block-aligned prefix served from any KV tier).
+          {"prompt_cache_hit_tokens", usage.cached_prompt_tokens()},
+          {"prompt_cache_miss_tokens", usage.prompt_tokens() - std::min(usage.prompt_tokens(),
+                                                                        usage.cached_prompt_tokens())}};
 }
 
 json Ids(std::span<const std::int32_t> ids) { return json(std::vector<std::int32_t>(ids.begin(), ids.end())); }

@@ -31,6 +31,8 @@ TEST_F(RouterTest, NonStreamCompletionOnCombinedWorker) {
   EXPECT_EQ(body["usage"]["completion_tokens"], 6);
   EXPECT_EQ(body["usage"]["total_tokens"], 9);
   EXPECT_EQ(body["usage"]["prompt_tokens_details"]["cached_tokens"], 3);
+  EXPECT_EQ(body["usage"]["prompt_cache_hit_tokens"], 3);
+  EXPECT_EQ(body["usage"]["prompt_cache_miss_tokens"], 0);
 
   // What the worker was asked: the tokenised prompt (BOS first), sampling, a deadline.
   const v1::GenerateRequest call = w->last_generate();
@@ -44,6 +46,24 @@ TEST_F(RouterTest, NonStreamCompletionOnCombinedWorker) {
   EXPECT_EQ(call.request_id(), body["id"]);
   ExpectNothingInFlight();
   EXPECT_EQ(Metric("tandem_router_requests_total{endpoint=\"/v1/completions\",status=\"200\"}"), 1.0);
+}
+
+TEST_F(RouterTest, TrafficClassHeaderReachesTheWorkerAndIsValidated) {
+  StartRouter();
+  FakeWorker* w = AddWorker("w1", v1::WORKER_ROLE_COMBINED, {.tokens = Ids(" there")});
+  const auto post = [&](const std::string& header) {
+    const std::string body = json{{"prompt", "Hi"}, {"max_tokens", 2}}.dump();
+    auto client = RawClient::Connect(router_->http_port());
+    client->Send(absl::StrCat("POST /v1/completions HTTP/1.1\r\nHost: t\r\n", header,
+                              "Content-Type: application/json\r\nContent-Length: ", body.size(),
+                              "\r\nConnection: close\r\n\r\n", body));
+    return client->ReadResponse(milliseconds(10000)).value_or(RawResponse{});
+  };
+  ASSERT_EQ(post("X-Tandem-Traffic-Class: agent\r\n").status, 200);
+  EXPECT_EQ(w->last_generate().traffic_class(), "agent");
+  ASSERT_EQ(post("").status, 200);
+  EXPECT_EQ(w->last_generate().traffic_class(), "") << "the worker applies its default";
+  EXPECT_EQ(post("X-Tandem-Traffic-Class: batch\r\n").status, 400);
 }
 
 TEST_F(RouterTest, PromptAsTokenIdsAndAbsentModelMeanTheServedModel) {
