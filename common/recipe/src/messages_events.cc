@@ -37,8 +37,7 @@ class MessagesEventWriter : public ProtocolWriter {
               std::vector<OutputEvent>& out) override {
     switch (event.kind) {
       case ParsedKind::kToolBlockStart:
-        Close(out);
-        break;
+        break;  // the open block closes when a call opens
       case ParsedKind::kReasoning:
         if (!open_ || blocks_.back().kind != BlockKind::kThinking) Open(Block{BlockKind::kThinking}, out);
         blocks_.back().text += event.text;

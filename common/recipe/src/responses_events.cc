@@ -41,9 +41,7 @@ class ResponsesEventWriter : public ProtocolWriter {
               std::vector<OutputEvent>& out) override {
     switch (event.kind) {
       case ParsedKind::kToolBlockStart:
-        // The answer before a tool block is commentary, whether or not a call follows.
-        CloseOpen("in_progress", /*before_call=*/true, out);
-        break;
+        break;  // the answer item closes when a call opens
       case ParsedKind::kReasoning:
         Open(ItemKind::kReasoning, out);
         items_.back().text += event.text;

@@ -12,7 +12,7 @@ namespace {
 constexpr absl::string_view kThinkEnd = "</think>";
 constexpr absl::string_view kDsmlOpen = "<\xEF\xBD\x9C" "DSML\xEF\xBD\x9C";
 constexpr absl::string_view kDsmlClose = "</\xEF\xBD\x9C" "DSML\xEF\xBD\x9C";
-constexpr absl::string_view kFenceOpen = "```json";
+constexpr absl::string_view kFenceOpen = "```json\n";
 constexpr absl::string_view kFence = "```";
 
 
@@ -211,20 +211,16 @@ void StreamParser::BuildTags() {
   // A JSON value ends at a fence on a line of its own (fenced or not).
   add(State::kJsonFenced, kPatFenceClose, true, kFence, 1);
   add(State::kJsonValue, kPatFenceClose, true, kFence, 1);
-  // Inside the block, text between the tags is skipped.
-  const std::string invoke = absl::StrCat(kDsmlOpen, "invoke name=");
-  const std::string invoke_spaced = absl::StrCat(kDsmlOpen, " invoke name=");
-  const std::string param = absl::StrCat(kDsmlOpen, "parameter name=");
-  const std::string param_spaced = absl::StrCat(kDsmlOpen, " parameter name=");
-  add(State::kBetweenInvokes, kPatInvoke, false, invoke);
-  add(State::kBetweenInvokes, kPatInvoke, false, invoke_spaced);
-  add(State::kBetweenInvokes, kPatBlockEnd, false, kDsmlClose);
-  add(State::kInvokeBody, kPatParam, false, param);
-  add(State::kInvokeBody, kPatParam, false, param_spaced);
+  // Inside the block, text between the tags is skipped; the tags are matched by their names
+  // (the DSML marker before "invoke" / "parameter" is not required), closing tags by prefix.
+  add(State::kBetweenInvokes, kPatInvoke, false, "invoke name=");
+  add(State::kBetweenInvokes, kPatBlockEnd, false, absl::StrCat(kDsmlClose, "tool_calls>"));
+  add(State::kBetweenInvokes, kPatBlockEnd, false, absl::StrCat(kDsmlClose, " calls>"));
+  add(State::kInvokeBody, kPatParam, false, "parameter name=");
   add(State::kInvokeBody, kPatInvokeEnd, false, kDsmlClose);
   add(State::kParamKey, kPatKeyEnd, false, " ");
-  add(State::kParamKeyEnd, kPatStringTrue, false, "\"true\">");
-  add(State::kParamKeyEnd, kPatStringFalse, false, "\"false\">");
+  add(State::kParamKeyEnd, kPatStringTrue, false, "true\">");
+  add(State::kParamKeyEnd, kPatStringFalse, false, "false\">");
   add(State::kParamValue, kPatValueEnd, false, kDsmlClose);
   for (std::size_t s = 0; s < options_.stop_sequences.size(); ++s) {
     if (options_.stop_sequences[s].empty()) continue;
@@ -287,10 +283,11 @@ void StreamParser::Process(std::vector<ParsedEvent>& out, bool at_end) {
   buf_.Drop(pos);
   scanner_.Shift(pos);
   decided_ = decided_ > pos ? decided_ - pos : 0;
-  for (Fed& fed : fed_) {
-    fed.buf_start = fed.buf_start > pos ? fed.buf_start - pos : 0;
-    fed.buf_end = fed.buf_end > pos ? fed.buf_end - pos : 0;
-  }
+  // Dropped bytes were decided: no tag can claim them any more.
+  buf_base_ += pos;
+  fed_.erase(std::remove_if(fed_.begin(), fed_.end(),
+                            [&](const Fed& fed) { return fed.buf_end <= buf_base_; }),
+             fed_.end());
 }
 
 bool StreamParser::StepText(std::size_t& pos, std::vector<ParsedEvent>& out, bool at_end) {
@@ -302,7 +299,7 @@ bool StreamParser::StepText(std::size_t& pos, std::vector<ParsedEvent>& out, boo
   std::optional<TagScanner::Found> found = scanner_.Scan(buf_.text, pos);
   if (stops) {
     Decide(decided_, found ? found->end : buf_.text.size(), out);
-    if (found && !stopped()) TruncateStops(found->start);  // the tag's bytes are not answer
+    if (found && !stopped()) HideStops(found->start);  // the tag's bytes are not answer
     decided_ = found ? found->end : buf_.text.size();
     if (stopped()) return false;
   }
@@ -357,8 +354,8 @@ void StreamParser::OnTag(int id, std::vector<ParsedEvent>& out) {
       break;
     case kPatValueEnd:
       if (value_is_string_) Emit(ParsedKind::kToolArguments, "\"", out);
-      after_close_tag_ = State::kInvokeBody;
-      EnterState(State::kCloseTag);
+      // The rest of the closing tag is skipped as text of the invoke.
+      EnterState(State::kInvokeBody);
       break;
     case kPatJsonFence:
       EnterState(State::kJsonFenced);
@@ -376,8 +373,7 @@ void StreamParser::OnTag(int id, std::vector<ParsedEvent>& out) {
       EnterState(State::kInvokeName);
       break;
     case kPatBlockEnd:
-      after_close_tag_ = State::kDone;
-      EnterState(State::kCloseTag);
+      EnterState(State::kDone);
       break;
     case kPatParam:
       Emit(ParsedKind::kToolArguments, invoke_has_params_ ? ", " : "{", out);
@@ -386,8 +382,7 @@ void StreamParser::OnTag(int id, std::vector<ParsedEvent>& out) {
       break;
     case kPatInvokeEnd:
       Emit(ParsedKind::kToolArguments, invoke_has_params_ ? "}" : "{}", out);
-      after_close_tag_ = State::kBetweenInvokes;
-      EnterState(State::kCloseTag);
+      EnterState(State::kBetweenInvokes);
       break;
     case kPatStringTrue:
     case kPatStringFalse:
@@ -415,19 +410,7 @@ bool StreamParser::StepMarkup(std::size_t& pos, std::vector<ParsedEvent>& out) {
       ++tool_calls_;
       invoke_has_params_ = false;
       Emit(ParsedKind::kToolCallStart, std::move(name), out);
-      after_close_tag_ = State::kInvokeBody;
-      EnterState(State::kCloseTag);
-      return true;
-    }
-    case State::kCloseTag: {
-      // The rest of the tag, whatever it says, up to ">".
-      std::size_t close = text.find('>', pos);
-      if (close == absl::string_view::npos) {
-        pos = text.size();
-        return false;
-      }
-      pos = close + 1;
-      EnterState(after_close_tag_);
+      EnterState(State::kInvokeBody);
       return true;
     }
     default:
@@ -515,85 +498,92 @@ void StreamParser::Decide(std::size_t from, std::size_t to, std::vector<ParsedEv
       if (text.empty()) continue;
       strip_newlines_ = false;
     }
-    if (fed_.empty() || fed_.back().buf_end != first) fed_.push_back(Fed{first, first, stop_text_.size()});
-    fed_.back().buf_end = first + text.size();
+    const std::size_t first_abs = buf_base_ + first;
+    if (fed_.empty() || fed_.back().buf_end != first_abs) {
+      fed_.push_back(Fed{first_abs, first_abs, stop_base_ + stop_text_.size()});
+    }
+    fed_.back().buf_end = first_abs + text.size();
     DecideSegment(text, buf_.first_id + piece, out);
   }
 }
 
-void StreamParser::TruncateStops(std::size_t buf_offset) {
+void StreamParser::HideStops(std::size_t buf_offset) {
+  const std::size_t offset = buf_base_ + buf_offset;
   std::size_t cut = stop_text_.size();
   for (const Fed& fed : fed_) {
-    if (buf_offset < fed.buf_end) {
-      cut = fed.stop_start + (buf_offset > fed.buf_start ? buf_offset - fed.buf_start : 0);
+    if (offset < fed.buf_end) {
+      std::size_t cut_abs = fed.stop_start + (offset > fed.buf_start ? offset - fed.buf_start : 0);
+      cut = cut_abs > stop_base_ ? cut_abs - stop_base_ : 0;
       break;
     }
   }
   fed_.clear();
   if (cut >= stop_text_.size()) return;
-  stop_text_.resize(cut);
+  // The bytes stay for the stop matcher (they did break its candidates) but are never output.
   while (!stop_segments_.empty()) {
     std::size_t start = stop_segments_.size() > 1 ? stop_segments_[stop_segments_.size() - 2].end : 0;
     if (start < cut) break;
     stop_segments_.pop_back();
   }
   if (!stop_segments_.empty()) stop_segments_.back().end = std::min(stop_segments_.back().end, cut);
-  stop_scanner_.Truncate(cut);
+  stop_segments_.push_back(Segment{stop_text_.size(), 0, /*hidden=*/true});
 }
 
 void StreamParser::DecideSegment(absl::string_view text, std::uint64_t piece,
                                  std::vector<ParsedEvent>& out) {
   if (text.empty()) return;
   stop_text_.append(text.data(), text.size());
-  if (!segment_break_ && !stop_segments_.empty() && stop_segments_.back().piece == piece) {
+  if (!segment_break_ && !stop_segments_.empty() && !stop_segments_.back().hidden &&
+      stop_segments_.back().piece == piece) {
     stop_segments_.back().end = stop_text_.size();
   } else {
-    stop_segments_.push_back(Segment{stop_text_.size(), piece});
+    stop_segments_.push_back(Segment{stop_text_.size(), piece, false});
   }
   segment_break_ = false;
   std::optional<TagScanner::Found> found = stop_scanner_.Scan(stop_text_, 0);
   if (!found) return;
   matched_stop_ = options_.stop_sequences[found->id];
-  std::size_t begin = 0;
-  for (const Segment& segment : stop_segments_) {
-    std::size_t end = std::min(segment.end, found->start);
-    if (end > begin) out.push_back(ParsedEvent{ParsedKind::kContent, stop_text_.substr(begin, end - begin)});
-    begin = segment.end;
-    if (begin >= found->start) break;
-  }
+  EmitSegments(stop_segments_.size(), found->start, out);
   stop_text_.clear();
   stop_segments_.clear();
 }
 
+std::size_t StreamParser::EmitSegments(std::size_t count, std::size_t limit,
+                                       std::vector<ParsedEvent>& out) {
+  std::size_t begin = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    const Segment& segment = stop_segments_[i];
+    std::size_t end = std::min(segment.end, limit);
+    if (!segment.hidden && end > begin) {
+      out.push_back(ParsedEvent{ParsedKind::kContent, stop_text_.substr(begin, end - begin)});
+    }
+    begin = segment.end;
+    if (begin >= limit) break;
+  }
+  return begin;
+}
+
 void StreamParser::ReleaseStops(std::uint64_t piece_limit, std::vector<ParsedEvent>& out) {
   std::size_t hold = stop_scanner_.EarliestCandidate();
-  std::size_t begin = 0;
   std::size_t count = 0;
   for (const Segment& segment : stop_segments_) {
     // A segment holding a possible stop sequence is held whole, as are pieces the tag layer holds.
     if (segment.piece >= piece_limit || (hold != SIZE_MAX && segment.end > hold)) break;
-    out.push_back(ParsedEvent{ParsedKind::kContent, stop_text_.substr(begin, segment.end - begin)});
-    begin = segment.end;
     ++count;
   }
   if (count == 0) return;
+  std::size_t begin = EmitSegments(count, SIZE_MAX, out);
   stop_segments_.erase(stop_segments_.begin(), stop_segments_.begin() + count);
   for (Segment& segment : stop_segments_) segment.end -= begin;
   stop_text_.erase(0, begin);
+  stop_base_ += begin;
   stop_scanner_.Shift(begin);
-  for (Fed& fed : fed_) {
-    // Released bytes can no longer be a tag's: forget where they came from.
-    fed.stop_start = fed.stop_start > begin ? fed.stop_start - begin : 0;
-  }
 }
 
 void StreamParser::FlushStopFilter(std::vector<ParsedEvent>& out) {
   if (stop_segments_.empty() || stopped()) return;
-  std::size_t begin = 0;
-  for (const Segment& segment : stop_segments_) {
-    out.push_back(ParsedEvent{ParsedKind::kContent, stop_text_.substr(begin, segment.end - begin)});
-    begin = segment.end;
-  }
+  EmitSegments(stop_segments_.size(), SIZE_MAX, out);
+  stop_base_ += stop_text_.size();
   stop_text_.clear();
   stop_segments_.clear();
   fed_.clear();

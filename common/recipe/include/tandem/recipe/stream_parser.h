@@ -106,7 +106,6 @@ class StreamParser {
     kParamKey,        // raw text up to a space, streamed as the JSON key
     kParamKeyEnd,     // skipped text up to "true"> or "false">
     kParamValue,      // value text up to "</｜DSML｜"
-    kCloseTag,        // the rest of a closing tag, up to ">"
     kDone,            // after the block or on malformed markup: output is dropped
     kStateCount,
   };
@@ -141,8 +140,10 @@ class StreamParser {
   // Emits held answer segments of pieces before `piece_limit` that no stop sequence may claim.
   void ReleaseStops(std::uint64_t piece_limit, std::vector<ParsedEvent>& out);
   void FlushStopFilter(std::vector<ParsedEvent>& out);
-  // Takes back answer bytes from buf_ offset `buf_offset` on: a tag claimed them.
-  void TruncateStops(std::size_t buf_offset);
+  // Answer bytes from buf_ offset `buf_offset` on were a tag's: they are not output.
+  void HideStops(std::size_t buf_offset);
+  // Emits the first `count` held segments, cut at stop_text_ offset `limit`; returns the end.
+  std::size_t EmitSegments(std::size_t count, std::size_t limit, std::vector<ParsedEvent>& out);
   void EnterState(State state);
 
   ParsingOptions options_;
@@ -155,12 +156,16 @@ class StreamParser {
   struct Segment {
     std::size_t end;      // in stop_text_
     std::uint64_t piece;  // the pushed piece it came from
+    bool hidden;          // a tag's bytes: seen by the stop matcher, never output
   };
   TagScanner stop_scanner_;
   std::string stop_text_;       // answer text held by the stop layer
   std::vector<Segment> stop_segments_;
   bool segment_break_ = true;   // a tag came since the last decided answer byte
-  // Runs of buf_ bytes handed to the stop layer and where they start in stop_text_.
+  // Runs of buf_ bytes handed to the stop layer and where they start in stop_text_, as
+  // absolute offsets (bytes dropped from the front of buf_ / stop_text_ count on).
+  std::size_t buf_base_ = 0;
+  std::size_t stop_base_ = 0;
   struct Fed {
     std::size_t buf_start;
     std::size_t buf_end;
@@ -171,7 +176,6 @@ class StreamParser {
   bool strip_newlines_ = false;  // drop leading newlines of the current text
   bool invoke_has_params_ = false;
   bool value_is_string_ = false;
-  State after_close_tag_ = State::kDone;
   int tool_calls_ = 0;
   std::optional<std::string> matched_stop_;
 };
