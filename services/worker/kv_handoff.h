@@ -47,7 +47,8 @@ class KvReceiver {
   // a running request whose first token prefill already sampled.
   absl::Status Commit(const std::string& handoff_id, const std::string& request_id,
                       std::vector<std::int32_t> prompt, std::int32_t first_token,
-                      const engine::SamplingParams& params, serving::UpdateSink sink);
+                      const engine::SamplingParams& params, kv::TrafficClass traffic_class,
+                      serving::UpdateSink sink);
 
   // Gives a reservation back now (prefill failed, request cancelled). Unknown ids are ignored.
   void Abandon(const std::string& request_id);

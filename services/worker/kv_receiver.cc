@@ -131,7 +131,8 @@ bool KvReceiver::AllFlagsSet(const Handoff& h) const {
 
 absl::Status KvReceiver::Commit(const std::string& handoff_id, const std::string& request_id,
                                 std::vector<std::int32_t> prompt, std::int32_t first_token,
-                                const engine::SamplingParams& params, serving::UpdateSink sink) {
+                                const engine::SamplingParams& params,
+                                kv::TrafficClass traffic_class, serving::UpdateSink sink) {
   Handoff h;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -164,7 +165,8 @@ absl::Status KvReceiver::Commit(const std::string& handoff_id, const std::string
   }
   if (st.ok()) {
     st = loop_->SubmitWith(request_id, std::move(sink), [&](engine::Engine& e) {
-      return e.AddPrefilledRequest(request_id, prompt, first_token, params, h.blocks);
+      return e.AddPrefilledRequest(request_id, prompt, first_token, params, h.blocks,
+                                   traffic_class);
     });
   }
   {

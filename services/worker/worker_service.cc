@@ -204,7 +204,7 @@ grpc::Status WorkerService::Generate(grpc::ServerContext* context,
   } else {
     submitted = receiver_->Commit(request->handoff_id(), request->request_id(), std::move(prompt),
                                   request->first_token_id(), rpc::FromProto(request->sampling()),
-                                  sink);
+                                  *cls, sink);
   }
   if (!submitted.ok()) return rpc::ToGrpc(submitted);
   // A handed-off request's first token was counted by prefill, not by this engine.

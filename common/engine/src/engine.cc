@@ -192,8 +192,12 @@ void Engine::ReleaseBlocks(std::span<const std::int32_t> blocks) {
 absl::Status Engine::AddPrefilledRequest(const std::string& request_id,
                                          std::span<const std::int32_t> prompt,
                                          std::int32_t first_token, const SamplingParams& params,
-                                         std::span<const std::int32_t> blocks) {
+                                         std::span<const std::int32_t> blocks,
+                                         kv::TrafficClass traffic_class) {
   TANDEM_RETURN_IF_ERROR(ValidateRequest(request_id, prompt, params));
+  if (absl::Status cls = kv::ValidateTrafficClass(traffic_class); !cls.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("request ", request_id, ": ", cls.message()));
+  }
   if (first_token < 0 || first_token >= model_->config().vocab_size) {
     return absl::InvalidArgumentError(
         absl::StrCat("request ", request_id, ": first token ", first_token, " is out of range"));
@@ -205,6 +209,8 @@ absl::Status Engine::AddPrefilledRequest(const std::string& request_id,
   }
   std::unique_ptr<Sequence> seq = NewSequence(request_id, prompt, params);
   seq->table.blocks.assign(blocks.begin(), blocks.end());
+  seq->traffic_class = traffic_class;
+  seq->table.tag = static_cast<std::uint8_t>(traffic_class);
   seq->num_computed = seq->prompt_len;
   seq->admitted_before = true;
   seq->running = true;

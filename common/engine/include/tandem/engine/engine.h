@@ -131,11 +131,12 @@ class Engine {
   // Adds a request whose prompt KV is already in `blocks` (written by a prefill worker) and whose
   // first token was sampled there. It starts decoding at once; `first_token` counts towards
   // max_tokens and stop conditions but is not reported again. Takes ownership of `blocks` on
-  // success only.
+  // success only. `traffic_class`: as RequestOptions::traffic_class.
   absl::Status AddPrefilledRequest(const std::string& request_id,
                                    std::span<const std::int32_t> prompt, std::int32_t first_token,
                                    const SamplingParams& params,
-                                   std::span<const std::int32_t> blocks);
+                                   std::span<const std::int32_t> blocks,
+                                   kv::TrafficClass traffic_class = kv::TrafficClass::kChat);
 
   // Stops a request and frees its blocks; the next Step() reports it finished (kCancelled).
   absl::Status Cancel(const std::string& request_id);
