@@ -71,13 +71,24 @@ def oracle_convert(protocol, encoding, body):
         return None, {"status": 400, "value_error": str(e)}
 
 
-def oracle_encoding(encoding, request=None):
+_ENCODINGS_WITH_TOKENIZER = {}
+
+
+def oracle_encoding(encoding, request=None, tokenizer=None):
+    """The oracle's prompt encoding; with a tokenizer attached once per (encoding, tokenizer),
+    since attaching one copies it (tens of milliseconds)."""
     import deepseek_recipe as dr
     if encoding is None:
         v41 = str(request.model_version).endswith("DeepseekV41Flash")
     else:
         v41 = encoding == "v4.1"
-    return dr.DeepseekV41Encoding() if v41 else dr.DeepseekV4Encoding()
+    if tokenizer is None:
+        return dr.DeepseekV41Encoding() if v41 else dr.DeepseekV4Encoding()
+    key = (v41, id(tokenizer))
+    if key not in _ENCODINGS_WITH_TOKENIZER:
+        plain = dr.DeepseekV41Encoding() if v41 else dr.DeepseekV4Encoding()
+        _ENCODINGS_WITH_TOKENIZER[key] = (plain.with_tokenizer(tokenizer), tokenizer)
+    return _ENCODINGS_WITH_TOKENIZER[key][0]
 
 
 def oracle_render(protocol, encoding, body, tokenizer=None):
@@ -86,11 +97,11 @@ def oracle_render(protocol, encoding, body, tokenizer=None):
     request, error = oracle_convert(protocol, encoding, body)
     if error is not None:
         return error
-    enc = oracle_encoding(encoding, request)
+    enc = oracle_encoding(encoding, request, tokenizer)
     out = {"prompt": enc.render_conversation(request.conversation).prompt}
     if tokenizer is not None:
         try:
-            out["ids"] = enc.with_tokenizer(tokenizer).encode(request.conversation)
+            out["ids"] = enc.encode(request.conversation)
         except RuntimeError as e:  # e.g. the V4 tokenizer has no <｜System｜> (a V4.1 token)
             out["ids_error"] = str(e)
     return out
