@@ -19,7 +19,6 @@ import pathlib
 import subprocess
 import sys
 import tempfile
-import time
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "conformance"))
@@ -27,16 +26,7 @@ sys.path.insert(0, str(REPO / "tests" / "conformance"))
 import deepseek_recipe as dr  # noqa: E402
 import recipe_cli  # noqa: E402
 import recipe_corpus  # noqa: E402
-
-
-def best_of(reps, fn):
-    fn()  # warm-up
-    best = float("inf")
-    for _ in range(reps):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
+from tokenizer_bench import best_of  # noqa: E402  (same directory: best of REPS after a warm-up)
 
 
 def main():
