@@ -91,6 +91,24 @@ def oracle_encoding(encoding, request=None, tokenizer=None):
     return _ENCODINGS_WITH_TOKENIZER[key][0]
 
 
+def oracle_summary(request):
+    """The converted request's options, as `tandem-recipe render --jsonl` reports them."""
+    c, inf, p = request.conversation, request.inference_options, request.parsing_options
+    oc = inf.output_constraint
+    stage = p.thinking_initial_stage
+    return {
+        "thinking_mode": c.thinking_mode, "reasoning_effort": c.reasoning_effort,
+        "tool_choice": c.tool_choice, "tools": len(c.tools),
+        "max_tokens": inf.max_tokens, "temperature": inf.temperature, "top_p": inf.top_p,
+        "logprobs": inf.logprobs, "top_logprobs": inf.top_logprobs, "seed": inf.seed,
+        "output_constraint": [oc.kind, oc.schema] if oc is not None else None,
+        "parse_tool_calls": p.parse_tool_calls, "starts_in_tool_calls": p.starts_in_tool_calls,
+        "parse_json_output": p.parse_json_output,
+        "thinking_initial_stage": str(stage).split(".")[-1] if stage is not None else None,
+        "stop_sequences": list(p.stop_sequences), "stream": request.stream,
+    }
+
+
 def oracle_render(protocol, encoding, body, tokenizer=None):
     """What deepseek_recipe makes of `body`: see the module docstring. `tokenizer` is a
     deepseek_recipe.Tokenizer."""
@@ -98,7 +116,8 @@ def oracle_render(protocol, encoding, body, tokenizer=None):
     if error is not None:
         return error
     enc = oracle_encoding(encoding, request, tokenizer)
-    out = {"prompt": enc.render_conversation(request.conversation).prompt}
+    out = {"prompt": enc.render_conversation(request.conversation).prompt,
+           "request": oracle_summary(request)}
     if tokenizer is not None:
         try:
             out["ids"] = enc.encode(request.conversation)
@@ -130,6 +149,11 @@ def compare(ours, expected):
         a, b = ours["prompt"], expected["prompt"]
         i = next((k for k in range(min(len(a), len(b))) if a[k] != b[k]), min(len(a), len(b)))
         return f"prompt differs at {i}: ours {a[max(0, i - 40):i + 60]!r} oracle {b[max(0, i - 40):i + 60]!r}"
+    if "request" in expected and "request" in ours:
+        diff = {k: (ours["request"].get(k), v) for k, v in expected["request"].items()
+                if ours["request"].get(k) != v}
+        if diff:
+            return f"converted options differ (ours, oracle): {diff}"
     if "ids_error" in expected:
         return None if "ids_error" in ours else "the oracle cannot encode the prompt, we did"
     if "ids" in expected and ours.get("ids") != expected["ids"]:

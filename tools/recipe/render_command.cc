@@ -5,9 +5,9 @@
 // One request on stdin: prints the prompt exactly (no newline added), or with --ids the ids on
 // one line. A rejected request prints deepseek-recipe's error body on stdout, "HTTP <status>" on
 // stderr, and exits 1. --jsonl reads one request per line and writes one JSON object per line
-// ({"prompt": ..., "ids": [...]}, "ids_error" instead of "ids" when the tokenizer lacks a control
-// token the prompt uses, or {"status": N, "body": "..."}), so a test can render hundreds of
-// requests with one process. --encoding accepts the request's model name whatever it is.
+// ({"prompt": ..., "ids": [...], "request": {converted options}}, "ids_error" instead of "ids" when
+// the tokenizer lacks a control token the prompt uses, or {"status": N, "body": "..."}), so a test
+// can render hundreds of requests with one process. --encoding accepts the request's model name whatever it is.
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -79,8 +79,58 @@ std::optional<std::string> ParseArgs(int argc, char** argv, RenderOptions* opt) 
   return std::nullopt;
 }
 
+// What the converted request says beyond the prompt, in deepseek-recipe's vocabulary, so that a
+// differential test can compare the inference and parsing options too.
+nlohmann::ordered_json Summary(const ConversationRequest& r) {
+  using tandem::recipe::ReasoningEffort;
+  using tandem::recipe::ThinkingInitialStage;
+  using tandem::recipe::ToolChoice;
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  const auto& c = r.conversation;
+  j["thinking_mode"] = c.thinking_mode;
+  j["reasoning_effort"] = nullptr;
+  if (c.reasoning_effort.has_value()) {
+    const ReasoningEffort e = *c.reasoning_effort;
+    j["reasoning_effort"] = e == ReasoningEffort::kLow    ? "low"
+                            : e == ReasoningEffort::kHigh ? "high"
+                            : e == ReasoningEffort::kXHigh ? "xhigh"
+                                                           : "max";
+  }
+  j["tool_choice"] = c.tool_choice == ToolChoice::kAuto ? "auto"
+                     : c.tool_choice == ToolChoice::kNone ? "none"
+                                                          : "required";
+  j["tools"] = c.tools.size();
+  const auto& inf = r.inference;
+  j["max_tokens"] = inf.max_tokens.has_value() ? nlohmann::ordered_json(*inf.max_tokens) : nullptr;
+  j["temperature"] = inf.temperature.has_value() ? nlohmann::ordered_json(*inf.temperature) : nullptr;
+  j["top_p"] = inf.top_p.has_value() ? nlohmann::ordered_json(*inf.top_p) : nullptr;
+  j["logprobs"] = inf.logprobs;
+  j["top_logprobs"] = inf.top_logprobs.has_value() ? nlohmann::ordered_json(*inf.top_logprobs) : nullptr;
+  j["seed"] = inf.seed.has_value() ? nlohmann::ordered_json(*inf.seed) : nullptr;
+  j["output_constraint"] = nullptr;
+  if (inf.output_constraint.has_value()) {
+    j["output_constraint"] = {inf.output_constraint->kind, inf.output_constraint->schema};
+  }
+  const auto& p = r.parsing;
+  j["parse_tool_calls"] = p.parse_tool_calls;
+  j["starts_in_tool_calls"] = p.starts_in_tool_calls;
+  j["parse_json_output"] = p.parse_json_output;
+  j["thinking_initial_stage"] = nullptr;
+  if (p.thinking_initial_stage.has_value()) {
+    const ThinkingInitialStage s = *p.thinking_initial_stage;
+    j["thinking_initial_stage"] = s == ThinkingInitialStage::kReasoningStart ? "ReasoningStart"
+                                  : s == ThinkingInitialStage::kReasoningContinuation
+                                      ? "ReasoningContinuation"
+                                      : "ContentContinuation";
+  }
+  j["stop_sequences"] = p.stop_sequences;
+  j["stream"] = r.stream;
+  return j;
+}
+
 struct Outcome {
   bool ok = false;
+  nlohmann::ordered_json summary;
   std::string prompt;
   std::vector<std::int32_t> ids;
   std::string ids_error;  // the prompt rendered but could not be encoded
@@ -116,6 +166,7 @@ Outcome RenderOne(const std::string& text, const RenderOptions& opt,
     out.error = tandem::recipe::ToRecipeErrorEnvelope(request.status());
     return out;
   }
+  out.summary = Summary(*request);
   tandem::recipe::RenderedPrompt rendered =
       tandem::recipe::RenderConversation(request->conversation, request->model_version);
   if (tokenizer != nullptr) {
@@ -154,6 +205,7 @@ int RunRender(int argc, char** argv) {
         j["prompt"] = o.prompt;
         if (opt.ids && o.ids_error.empty()) j["ids"] = o.ids;
         if (!o.ids_error.empty()) j["ids_error"] = o.ids_error;
+        j["request"] = o.summary;
       } else {
         j["status"] = o.error.http_status;
         j["body"] = o.error.body;

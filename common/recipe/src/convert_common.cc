@@ -394,10 +394,14 @@ ParsingOptions ParsingOptionsFor(const Conversation& conversation,
     p.thinking_initial_stage = ThinkingInitialStage::kReasoningStart;
     if (!conversation.messages.empty()) {
       const Message& last = conversation.messages.back();
+      // A prefix with answer text continues the answer; one with only reasoning continues the
+      // reasoning; an empty one starts the turn afresh.
       if (last.role == Role::kAssistant && last.prefix) {
-        p.thinking_initial_stage = last.content.empty()
-                                       ? ThinkingInitialStage::kReasoningContinuation
-                                       : ThinkingInitialStage::kContentContinuation;
+        if (!last.content.empty()) {
+          p.thinking_initial_stage = ThinkingInitialStage::kContentContinuation;
+        } else if (!last.reasoning_content.value_or("").empty()) {
+          p.thinking_initial_stage = ThinkingInitialStage::kReasoningContinuation;
+        }
       }
     }
   }

@@ -74,7 +74,7 @@ void ResolveSampling(ModelVersion version, const Conversation& conversation,
 std::optional<OutputConstraint> OutputConstraintFor(const Conversation& conversation);
 
 // Parser settings: tool parsing when tools are in play, the required-tool opener, JSON mode,
-// where thinking starts (a prefix continuation starts inside reasoning or content).
+// where thinking starts (a prefix continuation starts inside its reasoning or its answer).
 ParsingOptions ParsingOptionsFor(const Conversation& conversation,
                                  std::vector<std::string> stop_sequences);
 

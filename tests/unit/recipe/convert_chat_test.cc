@@ -136,10 +136,18 @@ TEST(ConvertChatTest, ImagesArePlaceholdersOnlyForV41) {
 }
 
 TEST(ConvertChatTest, PrefixOnlyOnTheFinalAssistantMessage) {
-  auto r = Convert(R"({"model": "DeepSeek-V4-Pro", "messages": [{"role": "user", "content": "q"},
-                       {"role": "assistant", "content": "", "prefix": true}]})");
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->parsing.thinking_initial_stage, ThinkingInitialStage::kReasoningContinuation);
+  auto stage = [](const std::string& prefix) {
+    auto r = Convert(R"({"model": "DeepSeek-V4-Pro", "messages": [{"role": "user", "content": "q"},
+                         )" + prefix + "]}");
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->parsing.thinking_initial_stage : std::nullopt;
+  };
+  EXPECT_EQ(stage(R"({"role": "assistant", "content": "", "prefix": true})"),
+            ThinkingInitialStage::kReasoningStart);
+  EXPECT_EQ(stage(R"({"role": "assistant", "content": "", "reasoning_content": "r", "prefix": true})"),
+            ThinkingInitialStage::kReasoningContinuation);
+  EXPECT_EQ(stage(R"({"role": "assistant", "content": "a", "prefix": true})"),
+            ThinkingInitialStage::kContentContinuation);
   EXPECT_EQ(ErrorMessage(R"({"model": "DeepSeek-V4-Pro", "messages": [
                 {"role": "assistant", "content": "p", "prefix": true},
                 {"role": "user", "content": "q"}]})"),
