@@ -119,7 +119,11 @@ def responses_request(rng, model, thinking, tools, stops, json_mode, required):
     if thinking is not None:
         body["thinking"] = {"type": "enabled" if thinking else "disabled"}
     if tools:
-        body["tools"] = [{"type": "function", "name": n,
+        body["tools"] = [{"type": "namespace", "name": "ns", "description": "tools in ns",
+                          "tools": [{"type": "function", "name": "tool",
+                                     "parameters": {"type": "object", "properties": {}}}]}
+                         if n == "ns_tool" else
+                         {"type": "function", "name": n,
                           "parameters": {"type": "object", "properties": {}}} for n in tools]
         if required:
             body["tool_choice"] = "required"
@@ -161,12 +165,14 @@ def make_case(rng, protocol, version):
     json_mode = protocol != "messages" and not tools and rng.random() < 0.2
     body = BUILDERS[protocol](rng, model, thinking, tools, stops, json_mode, required)
     effective_thinking = thinking is not False
+    # Responses flattens namespace tools to "<namespace>__<name>": that is what the model calls.
+    called = ["ns__tool" if protocol == "responses" and n == "ns_tool" else n for n in tools]
     if required:
         # The prompt already opened the block: the model continues with the invokes.
-        block = tool_block(rng, version == "v4.1", tools)
+        block = tool_block(rng, version == "v4.1", called)
         text = garble(rng, block[block.index(">") + 1:])
     else:
-        text = completion(rng, effective_thinking, tools, json_mode, version == "v4.1")
+        text = completion(rng, effective_thinking, called, json_mode, version == "v4.1")
     chunks = [[c, rng.randint(1, 3)] for c in chunkings(rng, text)]
     return {
         "request": body,

@@ -2,6 +2,7 @@
 // Output items open lazily on their first delta and close when the next item opens or the
 // response ends, as deepseek-recipe's generator does.
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,7 +24,8 @@ struct Item {
   std::string id;
   std::string text;       // reasoning or output text, or function arguments
   std::string call_id;    // function call
-  std::string name;       // function call
+  std::string name;       // function call (local name inside its namespace)
+  std::optional<std::string> name_space;  // function call of a namespace tool
   std::string status = "in_progress";
   std::string phase = "final_answer";  // message
 };
@@ -58,6 +60,7 @@ class ResponsesEventWriter : public ProtocolWriter {
                                                                     items_.size())});
         items_.back().call_id = call_id;
         items_.back().name = event.text;
+        SplitNamespace(items_.back());
         open_ = true;
         Emit("response.output_item.added",
              Json{{"item", ItemJson(items_.back())}, {"output_index", items_.size() - 1}}, out);
@@ -214,10 +217,27 @@ class ResponsesEventWriter : public ProtocolWriter {
         json["status"] = item.status;
         json["call_id"] = item.call_id;
         json["name"] = item.name;
+        if (item.name_space) json["namespace"] = *item.name_space;
         json["arguments"] = done ? item.text : std::string();
         break;
     }
     return json;
+  }
+
+  // Namespace tools are rendered flat ("<namespace>__<name>"); responses report them split, as
+  // the converter recorded in echo["namespace_tool_map"].
+  void SplitNamespace(Item& item) const {
+    const Json& echo = context_.request->echo;
+    if (!echo.is_object()) return;
+    auto map = echo.find("namespace_tool_map");
+    if (map == echo.end() || !map->is_object()) return;
+    auto origin = map->find(item.name);
+    if (origin == map->end() || !origin->is_array() || origin->size() != 2 ||
+        !(*origin)[0].is_string() || !(*origin)[1].is_string()) {
+      return;
+    }
+    item.name_space = (*origin)[0].get<std::string>();
+    item.name = (*origin)[1].get<std::string>();
   }
 
   std::size_t IndexOf(const Item& item) const {

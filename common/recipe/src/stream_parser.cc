@@ -206,6 +206,7 @@ void StreamParser::BuildTags() {
   add(State::kContent, kPatThinkEnd, false, kThinkEnd);
   if (options_.parse_tool_calls) add(State::kContent, kPatToolBlock, true, kDsmlOpen);
   add(State::kJsonBefore, kPatJsonFence, false, kFenceOpen);
+  add(State::kJsonBefore, kPatJsonFence, false, absl::StrCat(kFence, "\n"));
   add(State::kJsonBefore, kPatJsonObject, false, "{");
   add(State::kJsonBefore, kPatJsonArray, false, "[");
   // A JSON value ends at a fence on a line of its own (fenced or not).
@@ -399,9 +400,9 @@ bool StreamParser::StepMarkup(std::size_t& pos, std::vector<ParsedEvent>& out) {
   absl::string_view text(buf_.text);
   switch (state_) {
     case State::kInvokeName: {
-      if (text[pos] != '"') {  // an unquoted name ends the block
-        EnterState(State::kDone);
-        return false;
+      if (text[pos] != '"') {  // not an invoke after all: look for the next one
+        EnterState(State::kBetweenInvokes);
+        return true;
       }
       std::size_t close = text.find('"', pos + 1);
       if (close == absl::string_view::npos) return false;
