@@ -19,8 +19,17 @@ absl::Status InstallRoutes(http::Router* router, const RouteDeps& deps) {
   }));
   TANDEM_RETURN_IF_ERROR(
       router->Handle("POST", "/v1/chat/completions", [deps](const http::Request& r) {
-        return deps.generation->Handle(ApiEndpoint::kChatCompletions, r);
+        return deps.protocols->Handle(recipe::Protocol::kChatCompletions, r);
       }));
+  TANDEM_RETURN_IF_ERROR(router->Handle("POST", "/v1/responses", [deps](const http::Request& r) {
+    return deps.protocols->Handle(recipe::Protocol::kResponses, r);
+  }));
+  TANDEM_RETURN_IF_ERROR(router->Handle("POST", "/v1/messages", [deps](const http::Request& r) {
+    return deps.protocols->Handle(recipe::Protocol::kMessages, r);
+  }));
+  TANDEM_RETURN_IF_ERROR(
+      router->Handle("POST", "/v1/messages/count_tokens",
+                     [deps](const http::Request& r) { return deps.protocols->CountTokens(r); }));
   TANDEM_RETURN_IF_ERROR(router->Handle("GET", "/v1/models", [deps](const http::Request&) {
     nlohmann::json model = {{"id", deps.served_model},
                             {"object", "model"},

@@ -118,6 +118,7 @@ absl::StatusOr<GenerationOutcome> Dispatcher::RunDisaggregated(const GenerationR
     options_.metrics->kv_handoff_bytes->Increment(static_cast<double>(prefilled.kv_bytes()));
     options_.metrics->kv_handoff_seconds->Observe(prefilled.kv_transfer_us() / 1e6);
   }
+  state->sink->OnPromptCached(prefilled.cached_prompt_tokens());
   const std::int32_t first = prefilled.first_token_id();
   state->Deliver(std::span<const std::int32_t>(&first, 1));
 

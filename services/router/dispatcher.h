@@ -37,6 +37,9 @@ class TokenSink {
   // False ends the generation early with FINISH_REASON_STOP (a stop sequence matched); the
   // workers are told to stop.
   virtual bool OnTokens(std::span<const std::int32_t> ids) = 0;
+  // How many prompt tokens the KV cache served, as soon as the worker that computed the prompt
+  // says (disaggregated: the prefill's answer, before the first token). Not called otherwise.
+  virtual void OnPromptCached(std::uint32_t /*cached_prompt_tokens*/) {}
 };
 
 // Runs one generation on the workers of a plan with blocking gRPC calls:

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "generation_job.h"
+#include "job_launch.h"
 #include "tandem/rpc/conversions.h"
 
 namespace tandem::router {
@@ -176,16 +177,7 @@ std::optional<ApiError> GenerationApi::MaxTokens(const OpenAiRequest& request,
 }
 
 http::HandlerResult GenerationApi::Launch(std::shared_ptr<GenerationJob> job, bool stream) const {
-  // A generation blocks on gRPC for its whole length: a runner thread waits, not an I/O thread.
-  return http::DeferredResponse{[runner = deps_.runner, job, stream](std::shared_ptr<http::Responder> r) {
-    runner->Spawn([job, stream, r = std::move(r)]() mutable {
-      if (stream) {
-        job->RunStreaming(std::move(r));
-      } else {
-        job->RunToCompletion(std::move(r));
-      }
-    });
-  }};
+  return LaunchJob(deps_.runner, std::move(job), stream);
 }
 
 }  // namespace tandem::router

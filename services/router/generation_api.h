@@ -51,6 +51,8 @@ class GenerationApi {
   // Shutdown: refuses new generations and cancels the running ones.
   void CancelAll(absl::Status reason) { admission_.CloseAndCancelAll(std::move(reason)); }
   int active() const { return admission_.active(); }
+  // The in-flight bound every generation endpoint shares.
+  Admission* admission() { return &admission_; }
 
  private:
   http::Response Fail(const std::string& endpoint, const ApiError& error) const;

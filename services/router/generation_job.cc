@@ -1,24 +1,17 @@
 #include "generation_job.h"
 
 #include "absl/strings/str_cat.h"
+#include "job_launch.h"
 #include "writer_slot.h"
 
 namespace tandem::router {
-namespace {
 
-double Seconds(std::chrono::steady_clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
-
-}  // namespace
-
-GenerationJob::GenerationJob(JobSetup setup) : setup_(std::move(setup)) {}
+GenerationJob::GenerationJob(JobSetup setup)
+    : setup_(std::move(setup)), latency_(setup_.metrics, setup_.arrived) {}
 
 absl::StatusOr<GenerationOutcome> GenerationJob::Dispatch() {
-  setup_.ticket->Started();
-  absl::StatusOr<GenerationOutcome> outcome =
-      setup_.dispatcher->Run(setup_.request, setup_.plan, setup_.canceller.get(), this);
-  setup_.plan = WorkerPlan{};  // the workers' load drops now, not when the response is written
+  absl::StatusOr<GenerationOutcome> outcome = RunAdmitted(
+      setup_.dispatcher, setup_.ticket.get(), setup_.request, setup_.plan, setup_.canceller.get(), this);
   if (!decode_error_.ok()) return decode_error_;
   return outcome;
 }
@@ -33,23 +26,8 @@ v1::Usage GenerationJob::ClientUsage(const GenerationOutcome& outcome) const {
   return usage;
 }
 
-void GenerationJob::ObserveLatency(size_t tokens) {
-  const auto now = std::chrono::steady_clock::now();
-  if (setup_.metrics != nullptr) {
-    if (!seen_token_) {
-      setup_.metrics->ttft_seconds->Observe(Seconds(now - setup_.arrived));
-    } else if (tokens > 0) {
-      // Tokens arriving together shared the wait.
-      const double per_token = Seconds(now - last_token_) / static_cast<double>(tokens);
-      for (size_t i = 0; i < tokens; ++i) setup_.metrics->inter_token_latency_seconds->Observe(per_token);
-    }
-  }
-  seen_token_ = true;
-  last_token_ = now;
-}
-
 bool GenerationJob::OnTokens(std::span<const std::int32_t> ids) {
-  ObserveLatency(ids.size());
+  latency_.Observe(ids.size());
   const size_t ids_before = setup_.text->token_ids().size();
   std::string delta;
   for (std::int32_t id : ids) {
@@ -78,56 +56,24 @@ bool GenerationJob::OnTokens(std::span<const std::int32_t> ids) {
 }
 
 bool GenerationJob::WriteEvent(const std::string& data) {
-  absl::Status st = writer_->Write(http::SseEvent{.data = data}, setup_.sse_write_timeout);
-  if (st.ok()) return true;
-  // A client that left or stopped reading: the workers must stop too.
-  setup_.canceller->Cancel(absl::CancelledError(absl::StrCat("client stream: ", st.message())));
-  return false;
-}
-
-std::function<void()> GenerationJob::CancelOnDisconnect() const {
-  std::weak_ptr<CallCanceller> weak = setup_.canceller;
-  return [weak] {
-    if (auto canceller = weak.lock()) {
-      canceller->Cancel(absl::CancelledError("the client disconnected"));
-    }
-  };
-}
-
-void GenerationJob::Answer(http::Response response) {
-  if (setup_.metrics != nullptr) setup_.metrics->CountRequest(setup_.endpoint, response.status);
-  responder_->Respond(std::move(response));
+  return channel_->Write(http::SseEvent{.data = data});
 }
 
 void GenerationJob::RunToCompletion(std::shared_ptr<http::Responder> responder) {
-  responder_ = std::move(responder);
-  responder_->OnCancel(CancelOnDisconnect());
+  channel_ = std::make_unique<ClientChannel>(std::move(responder), setup_.canceller, setup_.metrics,
+                                             setup_.endpoint, setup_.sse_write_timeout);
   absl::StatusOr<GenerationOutcome> outcome = Dispatch();
-  if (!outcome.ok()) return Answer(ApiError::FromStatus(outcome.status()).ToResponse());
+  if (!outcome.ok()) return channel_->Answer(ApiError::FromStatus(outcome.status()).ToResponse());
   full_text_ += setup_.text->Finish();
   const std::string finish = FinishReasonName(setup_.text->stopped(), outcome->finish_reason);
-  Answer(http::Response::Json(200, FormatFullResponse(setup_.response, full_text_,
+  channel_->Answer(http::Response::Json(200, FormatFullResponse(setup_.response, full_text_,
                                                       setup_.text->token_ids(), finish,
                                                       ClientUsage(*outcome))));
 }
 
 bool GenerationJob::OpenStream() {
-  if (writer_ != nullptr) return true;
-  if (open_failed_) return false;
-  auto slot = std::make_shared<WriterSlot>();
-  http::SseResponse sse;
-  sse.on_open = [slot, guard = std::make_shared<AbandonOnDrop>(slot)](
-                    std::shared_ptr<http::SseWriter> writer) { slot->Set(std::move(writer)); };
-  if (setup_.metrics != nullptr) setup_.metrics->CountRequest(setup_.endpoint, 200);
-  responder_->RespondStream(std::move(sse));
-  writer_ = slot->Wait(*setup_.canceller, setup_.sse_write_timeout);
-  if (writer_ == nullptr) {
-    open_failed_ = true;
-    setup_.canceller->Cancel(absl::CancelledError("the client left before the stream opened"));
-    return false;
-  }
-  if (setup_.metrics != nullptr) setup_.metrics->active_streams->Increment();
-  writer_->OnCancel(CancelOnDisconnect());
+  if (channel_->stream_open()) return true;
+  if (!channel_->OpenStream()) return false;
   if (setup_.response.endpoint == ApiEndpoint::kChatCompletions) {
     // Chat clients expect the assistant role before any content.
     sent_first_chunk_ = true;
@@ -138,17 +84,17 @@ bool GenerationJob::OpenStream() {
 
 void GenerationJob::RunStreaming(std::shared_ptr<http::Responder> responder) {
   streaming_ = true;
-  responder_ = std::move(responder);
-  responder_->OnCancel(CancelOnDisconnect());
+  channel_ = std::make_unique<ClientChannel>(std::move(responder), setup_.canceller, setup_.metrics,
+                                             setup_.endpoint, setup_.sse_write_timeout);
   absl::StatusOr<GenerationOutcome> outcome = Dispatch();
-  if (!outcome.ok() && writer_ == nullptr) {
+  if (!outcome.ok() && !channel_->stream_open()) {
     // Nothing was sent yet: the failure gets its own status (429 + Retry-After, 503, ...).
-    if (!open_failed_) Answer(ApiError::FromStatus(outcome.status()).ToResponse());
+    if (!channel_->open_failed()) channel_->Answer(ApiError::FromStatus(outcome.status()).ToResponse());
     return;
   }
   if (!outcome.ok()) {
     // The head went out as 200 with the first token; the error travels in the stream.
-    if (!writer_->cancelled() && WriteEvent(ApiError::FromStatus(outcome.status()).ToJson())) {
+    if (!channel_->client_gone() && WriteEvent(ApiError::FromStatus(outcome.status()).ToJson())) {
       WriteEvent("[DONE]");
     }
   } else if (OpenStream()) {
@@ -163,10 +109,7 @@ void GenerationJob::RunStreaming(std::shared_ptr<http::Responder> responder) {
     if (ok && setup_.include_usage) ok = WriteEvent(FormatUsageChunk(setup_.response, ClientUsage(*outcome)));
     if (ok) WriteEvent("[DONE]");
   }
-  if (writer_ == nullptr) return;
-  writer_->Close();
-  writer_.reset();
-  if (setup_.metrics != nullptr) setup_.metrics->active_streams->Decrement();
+  channel_->CloseStream();
 }
 
 }  // namespace tandem::router

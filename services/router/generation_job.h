@@ -8,6 +8,7 @@
 #include "absl/time/time.h"
 #include "admission.h"
 #include "call_canceller.h"
+#include "client_channel.h"
 #include "dispatcher.h"
 #include "openai_format.h"
 #include "router_metrics.h"
@@ -15,6 +16,7 @@
 #include "tandem/http/router.h"
 #include "tandem/http/sse_writer.h"
 #include "text_stream.h"
+#include "token_latency.h"
 #include "worker_selector.h"
 
 namespace tandem::router {
@@ -54,23 +56,16 @@ class GenerationJob final : public TokenSink {
   absl::StatusOr<GenerationOutcome> Dispatch();
   v1::Usage ClientUsage(const GenerationOutcome& outcome) const;
   bool WriteEvent(const std::string& data);
-  // Opens the SSE stream (once); false when the client is gone.
+  // Opens the SSE stream (once, with the chat role chunk); false when the client is gone.
   bool OpenStream();
-  void Answer(http::Response response);
-  // Runs `on_cancel` of a client connection (stream or deferred) as a cancellation of the calls.
-  std::function<void()> CancelOnDisconnect() const;
-  void ObserveLatency(size_t tokens);
 
   JobSetup setup_;
   bool streaming_ = false;
-  std::shared_ptr<http::Responder> responder_;
-  std::shared_ptr<http::SseWriter> writer_;  // set once the stream is open
-  bool open_failed_ = false;
+  std::unique_ptr<ClientChannel> channel_;
   bool sent_first_chunk_ = false;
   std::string full_text_;
   absl::Status decode_error_;
-  bool seen_token_ = false;
-  std::chrono::steady_clock::time_point last_token_;
+  TokenLatency latency_;
 };
 
 }  // namespace tandem::router

@@ -20,6 +20,10 @@ void BindRouterFlags(config::FlagSet* f, RouterConfig* c) {
   f->String("served-model-name", &c->served_model_name,
             "model name clients request (default: the model directory's name)",
             "TANDEM_ROUTER_SERVED_MODEL_NAME");
+  f->String("chat-format", &c->chat_format,
+            "how conversations become prompts: auto (deepseek-v4 when config.json says "
+            "model_type deepseek_v4, else plain), plain, deepseek-v4, deepseek-v4.1",
+            "TANDEM_ROUTER_CHAT_FORMAT");
   f->Int("request-timeout-ms", &c->request_timeout_ms, "deadline of one generation",
          "TANDEM_ROUTER_REQUEST_TIMEOUT_MS");
   f->Int("max-in-flight", &c->max_in_flight, "generations admitted before answering 429",

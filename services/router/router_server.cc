@@ -68,6 +68,20 @@ absl::Status RouterServer::Init() {
                           .metrics = &metrics_,
                           .runner = &runner_});
 
+  TANDEM_ASSIGN_OR_RETURN(const ChatFormat format, ResolveChatFormat(cfg.chat_format, cfg.model));
+  TANDEM_ASSIGN_OR_RETURN(
+      protocols_,
+      ProtocolApi::Create(
+          ProtocolApi::Options{.served_model = options_.served_model,
+                               .format = format,
+                               .request_timeout = std::chrono::milliseconds(cfg.request_timeout_ms)},
+          ProtocolApi::Deps{.tokenizer = options_.tokenizer,
+                            .selector = selector_.get(),
+                            .dispatcher = dispatcher_.get(),
+                            .admission = generation_->admission(),
+                            .metrics = &metrics_,
+                            .runner = &runner_}));
+
   control_service_ = std::make_unique<ControlService>(registry_.get(), prefix_router_.get());
   grpc::ServerBuilder builder;
   builder.AddListeningPort(cfg.control_listen, grpc::InsecureServerCredentials(), &control_port_);
@@ -81,6 +95,7 @@ absl::Status RouterServer::Init() {
   TANDEM_RETURN_IF_ERROR(InstallRoutes(&routes, RouteDeps{.served_model = options_.served_model,
                                                           .created_unix_s = absl::ToUnixSeconds(absl::Now()),
                                                           .generation = generation_.get(),
+                                                          .protocols = protocols_.get(),
                                                           .registry = registry_.get(),
                                                           .metrics_registry = &metrics_registry_,
                                                           .metrics = &metrics_}));

@@ -10,6 +10,7 @@
 #include "chat_renderer.h"
 #include "dispatcher.h"
 #include "generation_api.h"
+#include "protocol_api.h"
 #include "grpcpp/server.h"
 #include "router_config.h"
 #include "router_metrics.h"
@@ -61,6 +62,7 @@ class RouterServer {
   PlainChatRenderer renderer_;
   TaskRunner runner_;
   std::unique_ptr<GenerationApi> generation_;
+  std::unique_ptr<ProtocolApi> protocols_;
   std::unique_ptr<grpc::Service> control_service_;
   std::unique_ptr<grpc::Server> control_server_;
   std::unique_ptr<http::Server> http_server_;

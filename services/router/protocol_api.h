@@ -1,0 +1,73 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <random>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "admission.h"
+#include "chat_format.h"
+#include "dispatcher.h"
+#include "generation_api.h"
+#include "router_metrics.h"
+#include "task_runner.h"
+#include "tandem/http/router.h"
+#include "tandem/recipe/conversation.h"
+#include "tandem/recipe/convert.h"
+#include "worker_selector.h"
+
+namespace tandem::tokenizer {
+class HfBpeTokenizer;
+}
+
+namespace tandem::router {
+
+// POST /v1/chat/completions, /v1/responses, /v1/messages and /v1/messages/count_tokens: the
+// request is converted, rendered and encoded as deepseek-recipe does (common/recipe), run on the
+// workers, and the output parsed back into the protocol's response or stream events. Every
+// rejection uses the protocol's own error envelope.
+class ProtocolApi {
+ public:
+  struct Options {
+    std::string served_model;
+    ChatFormat format = ChatFormat::kPlain;
+    std::chrono::milliseconds request_timeout{600000};
+  };
+  struct Deps {
+    TokenizerSetup tokenizer;
+    WorkerSelector* selector = nullptr;
+    Dispatcher* dispatcher = nullptr;
+    Admission* admission = nullptr;  // shared with /v1/completions: one in-flight bound
+    const RouterMetrics* metrics = nullptr;
+    TaskRunner* runner = nullptr;
+  };
+  // Fails when a DeepSeek format is asked of a tokenizer that is not a tokenizer.json BPE.
+  static absl::StatusOr<std::unique_ptr<ProtocolApi>> Create(Options options, Deps deps);
+
+  http::HandlerResult Handle(recipe::Protocol protocol, const http::Request& request);
+  http::HandlerResult CountTokens(const http::Request& request);
+
+ private:
+  ProtocolApi(Options options, Deps deps, const tokenizer::HfBpeTokenizer* bpe);
+
+  struct Prepared {
+    recipe::ConversationRequest request;
+    std::vector<std::int32_t> prompt;
+  };
+  // Parse, check the model, convert, render, encode. Errors are protocol envelopes.
+  absl::StatusOr<Prepared> Prepare(recipe::Protocol protocol, absl::string_view body) const;
+  absl::StatusOr<std::vector<std::int32_t>> Encode(const recipe::Conversation& conversation) const;
+  http::Response Fail(recipe::Protocol protocol, const std::string& endpoint,
+                      const absl::Status& status) const;
+  std::string NewResponseId(recipe::Protocol protocol);
+
+  const Options options_;
+  const Deps deps_;
+  const tokenizer::HfBpeTokenizer* bpe_;  // DeepSeek formats only
+  recipe::ConversionOptions conversion_;
+  absl::Mutex id_mu_;
+  std::mt19937_64 id_rng_ ABSL_GUARDED_BY(id_mu_);
+};
+
+}  // namespace tandem::router

@@ -1,0 +1,79 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "admission.h"
+#include "call_canceller.h"
+#include "client_channel.h"
+#include "dispatcher.h"
+#include "router_metrics.h"
+#include "tandem/recipe/conversation.h"
+#include "tandem/recipe/stream_processor.h"
+#include "text_stream.h"
+#include "token_latency.h"
+#include "worker_selector.h"
+
+namespace tandem::router {
+
+// Everything one admitted, converted protocol request (Chat Completions, Responses, Messages)
+// needs to run.
+struct ProtocolJobSetup {
+  recipe::ConversationRequest request;
+  std::string response_id;
+  std::string model;  // echoed in responses
+  std::int64_t created_unix_s = 0;
+  GenerationRequest generation;
+  WorkerPlan plan;
+  std::shared_ptr<CallCanceller> canceller;
+  std::unique_ptr<AdmissionTicket> ticket;
+  std::unique_ptr<TextStream> text;  // ids -> text; stop ids end it, stop sequences are the parser's
+  std::chrono::steady_clock::time_point arrived;
+  Dispatcher* dispatcher = nullptr;
+  const RouterMetrics* metrics = nullptr;
+  std::string endpoint;  // metrics label
+  absl::Duration sse_write_timeout = absl::Seconds(30);
+};
+
+// Runs one generation and turns its tokens into the protocol's response through deepseek-recipe
+// semantics (recipe::StreamProcessor): reasoning, content, tool calls, stop sequences, usage.
+class ProtocolJob final : public TokenSink {
+ public:
+  explicit ProtocolJob(ProtocolJobSetup setup);
+
+  void RunToCompletion(std::shared_ptr<http::Responder> responder);
+  // The stream opens with the first token, so a failure before it keeps its own HTTP status.
+  void RunStreaming(std::shared_ptr<http::Responder> responder);
+
+  bool OnTokens(std::span<const std::int32_t> ids) override;
+  void OnPromptCached(std::uint32_t cached_prompt_tokens) override;
+
+ private:
+  absl::StatusOr<GenerationOutcome> Dispatch();
+  // Ready once, with the cache hits known by then (disaggregated: from the prefill).
+  void EnsureReady();
+  bool Send(std::vector<recipe::OutputEvent> events);
+  recipe::FinishReason FinishOf(const GenerationOutcome& outcome) const;
+  http::Response ErrorResponse(const absl::Status& status) const;
+
+  ProtocolJobSetup setup_;
+  recipe::StreamProcessor processor_;
+  TokenLatency latency_;
+  bool streaming_ = false;
+  std::unique_ptr<ClientChannel> channel_;
+  bool ready_ = false;
+  std::optional<std::uint32_t> cached_prompt_tokens_;
+  // Non-streaming: `processor_` only watches for the end of the output (stop sequence, finished
+  // tool block); the response is built by replaying each token's text through a fresh processor
+  // once the usage (cache hits) is final.
+  std::vector<std::string> token_texts_;
+  absl::Status decode_error_;
+};
+
+}  // namespace tandem::router
