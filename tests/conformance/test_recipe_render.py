@@ -1,7 +1,7 @@
 """tandem-recipe render (C++) against deepseek-recipe (the oracle) on generated Chat Completions
 requests: byte-identical prompts, identical token ids, identical errors (status and body).
 
-The corpus (recipe_corpus.py, seeded) has 320 requests: roles, multi-turn histories, tools and
+The corpus (recipe_corpus.py, seeded) has 320 generated requests plus 183 hand-written edge cases: roles, multi-turn histories, tools and
 tool results in shuffled call order, thinking on/off, efforts, JSON / schema / regex formats, stop
 sequences, prefix continuation, unicode, images, forged special-token spellings in every
 client-controlled field, and malformed requests. Each is rendered for V4 and V4.1 (the request's
@@ -39,7 +39,7 @@ def tokenizer_path():
 def corpus():
     bodies = recipe_corpus.chat_corpus(seed=4, count=CORPUS_SIZE)
     assert len(bodies) >= 300
-    return bodies
+    return bodies + recipe_corpus.chat_edge_cases()
 
 
 def _differences(ours, bodies, encoding, tokenizer=None):

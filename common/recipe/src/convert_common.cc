@@ -77,6 +77,91 @@ absl::Status CheckSchemaShape(const Json& schema, const std::string& tool) {
 
 // Strict mode as OpenAI defines it: an object schema may not admit other properties, and its
 // `required` (if given) must name every property.
+// A strict schema as the reference reads it: a typed subset of JSON Schema, written back with
+// its fields in a fixed order per kind and anything else dropped.
+absl::StatusOr<Json> CanonicalStrictSchema(const Json& schema) {
+  if (!schema.is_object()) return schema;
+  Json out = Json::object();
+  auto copy = [&](const char* key) {
+    if (auto it = schema.find(key); it != schema.end()) out[key] = *it;
+  };
+  auto canonical_child = [&](const char* key) -> absl::Status {
+    auto it = schema.find(key);
+    if (it == schema.end()) return absl::OkStatus();
+    absl::StatusOr<Json> child = CanonicalStrictSchema(*it);
+    if (!child.ok()) return child.status();
+    out[key] = std::move(*child);
+    return absl::OkStatus();
+  };
+  if (auto ref = schema.find("$ref"); ref != schema.end()) {
+    out["$ref"] = *ref;
+    return out;
+  }
+  if (auto any = schema.find("anyOf"); any != schema.end()) {
+    Json variants = Json::array();
+    if (any->is_array()) {
+      for (const Json& v : *any) {
+        absl::StatusOr<Json> child = CanonicalStrictSchema(v);
+        if (!child.ok()) return child.status();
+        variants.push_back(std::move(*child));
+      }
+    }
+    out["anyOf"] = std::move(variants);
+    copy("description");
+    return out;
+  }
+  auto type = schema.find("type");
+  if (type == schema.end()) {
+    return RequestError(
+        "Invalid tool parameters schema : one of `type`, `anyOf`, `$ref` field is required");
+  }
+  out["type"] = *type;
+  const std::string kind = type->is_string() ? type->get<std::string>() : "";
+  if (kind == "object") {
+    if (auto props = schema.find("properties"); props != schema.end() && props->is_object()) {
+      Json canonical = Json::object();
+      for (const auto& [name, sub] : props->items()) {
+        absl::StatusOr<Json> child = CanonicalStrictSchema(sub);
+        if (!child.ok()) return child.status();
+        canonical[name] = std::move(*child);
+      }
+      out["properties"] = std::move(canonical);
+    } else {
+      copy("properties");
+    }
+    copy("additionalProperties");
+    copy("required");
+    copy("description");
+  } else if (kind == "array") {
+    absl::Status s = canonical_child("items");
+    if (!s.ok()) return s;
+    copy("description");
+  } else if (kind == "string") {
+    copy("description");
+    copy("pattern");
+    if (auto format = schema.find("format"); format != schema.end()) {
+      static constexpr absl::string_view kFormats[] = {"email", "hostname", "ipv4", "ipv6",
+                                                       "uuid"};
+      const std::string name = format->is_string() ? format->get<std::string>() : "";
+      if (std::find(std::begin(kFormats), std::end(kFormats), name) == std::end(kFormats)) {
+        return RequestError(absl::StrCat(
+            "Invalid tool parameters schema : unknown variant `", name,
+            "`, expected one of `email`, `hostname`, `ipv4`, `ipv6`, `uuid`"));
+      }
+      out["format"] = *format;
+    }
+    copy("enum");
+  } else if (kind == "number" || kind == "integer") {
+    for (const char* key : {"description", "minimum", "maximum", "exclusiveMinimum",
+                            "exclusiveMaximum", "multipleOf"}) {
+      copy(key);
+    }
+  } else {
+    copy("description");
+  }
+  return out;
+}
+
 // Strict mode as OpenAI defines it, checked in one walk: on entering an object schema, nested
 // ones must declare properties and none may admit additional ones; after its subschemas, its
 // `required` (if given) must name every property.
@@ -143,10 +228,15 @@ void CloseObjectSchemas(Json* schema) {
       required.push_back(name);
       CloseObjectSchemas(&sub);
     }
+    // additionalProperties and required follow properties; a description stays last.
+    std::optional<Json> description;
+    if (auto it = schema->find("description"); it != schema->end()) description = *it;
     schema->erase("additionalProperties");
     schema->erase("required");
+    schema->erase("description");
     (*schema)["additionalProperties"] = false;
     (*schema)["required"] = std::move(required);
+    if (description.has_value()) (*schema)["description"] = std::move(*description);
   }
   if (auto it = schema->find("items"); it != schema->end()) CloseObjectSchemas(&*it);
   for (const char* key : {"anyOf", "allOf", "oneOf"}) {
@@ -309,6 +399,9 @@ absl::StatusOr<ToolDefinition> ConvertFunctionTool(const std::string& name,
     }
   }
   if (is_strict) {
+    absl::StatusOr<Json> canonical = CanonicalStrictSchema(tool.parameters);
+    if (!canonical.ok()) return canonical.status();
+    tool.parameters = std::move(*canonical);
     absl::Status s = CheckStrictSchema(&tool.parameters, /*root=*/true);
     if (!s.ok()) return s;
     CloseObjectSchemas(&tool.parameters);
