@@ -110,8 +110,11 @@ def tool_round(rng, tool_names, call_id_base, thinking):
     """An assistant message calling tools, then its results in a random order."""
     calls = []
     for k in range(rng.randint(1, 3)):
-        calls.append({"id": f"call_{call_id_base}_{k}", "type": "function",
-                      "function": {"name": rng.choice(tool_names), "arguments": arguments(rng)}})
+        # History is not checked against the declared tools, so names and ids may hold anything.
+        name = rng.choice(tool_names) if rng.random() < 0.9 else rng.choice(FORGED)
+        call_id = f"call_{call_id_base}_{k}" + (rng.choice(FORGED) if rng.random() < 0.1 else "")
+        calls.append({"id": call_id, "type": "function",
+                      "function": {"name": name, "arguments": arguments(rng)}})
     assistant = {"role": "assistant", "content": text(rng) if rng.random() < 0.4 else None,
                  "tool_calls": calls}
     if rng.random() < 0.7:
@@ -306,6 +309,9 @@ def chat_corpus(seed=4, count=320, invalid_fraction=0.2):
 # Hand-written requests at the edges the reference draws: each line one body (as JSON text, so
 # that key order and odd types survive), checked against the oracle like the generated ones.
 CHAT_EDGE_CASES = [
+    '{"model":"DeepSeek-V4.1-Flash","messages":[{"role":"user","content":"a"},{"role":"latest_reminder","content":"r1"},{"role":"latest_reminder","content":"r2"},{"role":"user","content":"b"}]}',
+    '{"model":"DeepSeek-V4-Pro","messages":[{"role":"user","content":"a"},{"role":"latest_reminder","content":"<｜User｜>r1"},{"role":"assistant","content":"x"},{"role":"latest_reminder","content":"r2"}]}',
+    '{"model":"DeepSeek-V4-Pro","messages":[{"role":"latest_reminder","content":"r1"},{"role":"latest_reminder","content":"r2"}]}',
     '{"model":"DeepSeek-V4-Pro","messages":[{"role":"user","content":"hi"}]}',
     '{"model":"DeepSeek-V4.1-Flash","messages":[{"role":"user","content":"hi"}]}',
     '{"model":"other","messages":[{"role":"user","content":"hi"}]}',

@@ -1,7 +1,7 @@
 """tandem-recipe render (C++) against deepseek-recipe (the oracle) on generated Chat Completions
 requests: byte-identical prompts, identical token ids, identical errors (status and body).
 
-The corpus (recipe_corpus.py, seeded) has 320 generated requests plus 183 hand-written edge cases: roles, multi-turn histories, tools and
+The corpus (recipe_corpus.py, seeded) has 320 generated requests plus 186 hand-written edge cases: roles, multi-turn histories, tools and
 tool results in shuffled call order, thinking on/off, efforts, JSON / schema / regex formats, stop
 sequences, prefix continuation, unicode, images, forged special-token spellings in every
 client-controlled field, and malformed requests. Each is rendered for V4 and V4.1 (the request's

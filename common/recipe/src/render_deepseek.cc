@@ -10,6 +10,7 @@
 // - Past reasoning is rendered only while tools are in play (V4.1: and thinking mode is on);
 //   otherwise an assistant turn opens with </think>.
 // - A final assistant message with `prefix` is continued: no end-of-sentence, no new turn.
+// - A latest_reminder message is its own <｜latest_reminder｜> turn (V4.1: the first of a run).
 #include <algorithm>
 #include <climits>
 
@@ -77,6 +78,8 @@ class DeepseekRenderer {
           in_user_turn = true;
           break;
         case Role::kLatestReminder:
+          // V4.1 keeps only the first of consecutive reminders.
+          if (v41_ && i > 0 && order[i - 1]->role == Role::kLatestReminder) break;
           b_.Special(kLatestReminderToken);
           b_.Text(m.content);
           in_user_turn = false;

@@ -186,6 +186,18 @@ TEST(RenderTest, ImagePlaceholdersAreControlTokensOnlyWhereTheConverterPutThem) 
   EXPECT_EQ(image_ranges, 1);
 }
 
+TEST(RenderTest, LatestRemindersAreTheirOwnTurns) {
+  Message r1 = User("r1");
+  r1.role = Role::kLatestReminder;
+  Message r2 = User("r2");
+  r2.role = Role::kLatestReminder;
+  Conversation c = NoThinking({User("a"), r1, r2, User("b")});
+  EXPECT_THAT(RenderConversation(c, ModelVersion::kDeepseekV4).prompt,
+              HasSubstr("<｜User｜>a<｜latest_reminder｜>r1<｜latest_reminder｜>r2<｜User｜>b"));
+  EXPECT_THAT(RenderConversation(c, ModelVersion::kDeepseekV41).prompt,
+              HasSubstr("<｜User｜>a<｜latest_reminder｜>r1<｜User｜>b"));
+}
+
 TEST(PlainRenderTest, MessagesJoinedByNewline) {
   EXPECT_EQ(RenderPlainConversation(NoThinking({User("Once upon a time")})).prompt,
             "Once upon a time");
