@@ -1,6 +1,7 @@
 #include "kv_event_publisher.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -118,23 +119,30 @@ void KvEventPublisher::RebuildLowerTiers(const kv::StoreSnapshot& snapshot) {
   for (const kv::BlockRecord& r : snapshot.disk) ++mirror_[v1::KV_TIER_DISK][r.key.hash];
 }
 
-v1::KvEvent KvEventPublisher::TakeSnapshot() {
-  v1::KvEvent event;
-  event.set_seq(next_seq_++);
-  v1::KvSnapshot* snapshot = event.mutable_snapshot();
+KvEventPublisher::PendingSnapshot KvEventPublisher::TakeSnapshot() {
+  PendingSnapshot snapshot;
+  snapshot.seq = next_seq_++;
   for (v1::KvTier tier : {v1::KV_TIER_DEVICE, v1::KV_TIER_HOST, v1::KV_TIER_DISK}) {
-    v1::KvSnapshot::TierBlocks* blocks = snapshot->add_tiers();
-    blocks->set_tier(tier);
-    std::vector<std::uint64_t> hashes;
+    std::vector<std::uint64_t>& hashes = snapshot.tiers[tier];
     hashes.reserve(mirror_[tier].size());
     for (const auto& [hash, copies] : mirror_[tier]) hashes.push_back(hash);
-    std::sort(hashes.begin(), hashes.end());  // deterministic messages
-    blocks->mutable_block_hashes()->Add(hashes.begin(), hashes.end());
   }
   // Everything queued before it is contained in it.
   outbox_.clear();
   snapshot_needed_ = false;
   ++stats_.snapshots_sent;
+  return snapshot;
+}
+
+v1::KvEvent KvEventPublisher::PendingSnapshot::ToProto() {
+  v1::KvEvent event;
+  event.set_seq(seq);
+  for (v1::KvTier tier : {v1::KV_TIER_DEVICE, v1::KV_TIER_HOST, v1::KV_TIER_DISK}) {
+    v1::KvSnapshot::TierBlocks* blocks = event.mutable_snapshot()->add_tiers();
+    blocks->set_tier(tier);
+    std::sort(tiers[tier].begin(), tiers[tier].end());  // deterministic messages
+    blocks->mutable_block_hashes()->Add(tiers[tier].begin(), tiers[tier].end());
+  }
   return event;
 }
 
@@ -165,15 +173,20 @@ void KvEventPublisher::IngestStoreEvents() {
 bool KvEventPublisher::SendPending(Stream& stream) {
   for (;;) {
     v1::KvEventBatch batch;
+    std::optional<PendingSnapshot> snapshot;
+    std::vector<v1::KvEvent> deltas;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (snapshot_needed_) *batch.add_events() = TakeSnapshot();
+      if (snapshot_needed_) snapshot = TakeSnapshot();
       while (!outbox_.empty() &&
-             static_cast<std::size_t>(batch.events_size()) < options_.max_batch_events) {
-        *batch.add_events() = std::move(outbox_.front());
+             deltas.size() < options_.max_batch_events) {
+        deltas.push_back(std::move(outbox_.front()));
         outbox_.pop_front();
       }
     }
+    // Built outside the lock: the engine thread's OnDeviceEvent never waits for a large sort.
+    if (snapshot.has_value()) *batch.add_events() = snapshot->ToProto();
+    for (v1::KvEvent& e : deltas) *batch.add_events() = std::move(e);
     if (batch.events_size() == 0) return true;
     batch.set_worker_id(options_.worker_id);
     batch.set_incarnation(options_.incarnation);

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -73,7 +74,13 @@ class KvEventPublisher {
   void Apply(v1::KvTier tier, bool stored, std::uint64_t hash, std::uint64_t parent)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RebuildLowerTiers(const kv::StoreSnapshot& snapshot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  v1::KvEvent TakeSnapshot() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A snapshot's content taken under the lock; turned into its message outside it.
+  struct PendingSnapshot {
+    std::uint64_t seq = 0;
+    std::array<std::vector<std::uint64_t>, 4> tiers;  // indexed by v1::KvTier
+    v1::KvEvent ToProto();
+  };
+  PendingSnapshot TakeSnapshot() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool SendPending(Stream& stream);  // false when the stream broke
   bool Wait(std::chrono::milliseconds d);  // false when stopping
 

@@ -79,6 +79,8 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
   }
 
   // Declared before the engine loop so they outlive the engine that calls into them.
+  // Without prefix caching nothing is reused, so there is nothing to keep below the device.
+  if (!cfg.prefix_caching) cfg.kv_tiers.host_mb = 0;
   auto kv_tiers = OpenKvTiers(cfg.kv_tiers, (*model)->config(), (*model)->kv_layout(),
                               cfg.block_size);
   if (!kv_tiers.ok()) return Fail(absl::StrCat("KV tiers: ", kv_tiers.status().message()));
