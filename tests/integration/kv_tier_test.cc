@@ -2,7 +2,9 @@
 // outputs identical to a worker with caching disabled, blocks that travel device -> host -> disk
 // and back, a disk tier that survives kill -9, and a corrupted disk block that is a miss.
 
+#include <algorithm>
 #include <chrono>
+#include <mutex>
 #include <cstdint>
 #include <filesystem>
 #include <iostream>
@@ -15,10 +17,13 @@
 
 #include "child_process.h"
 #include "grpcpp/create_channel.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
 #include "http_get.h"
 #include "rocksdb/db.h"
 #include "tandem/base/hash.h"
+#include "tandem/v1/router_control.grpc.pb.h"
 #include "tandem/v1/worker.grpc.pb.h"
 
 namespace tandem {
@@ -63,6 +68,82 @@ std::vector<int> Prompt(int seed, int len) {
   std::vector<int> p = {1};
   while (static_cast<int>(p.size()) < len) p.push_back(tok(rng));
   return p;
+}
+
+// A router that accepts any worker and keeps the last KV snapshot each worker streamed.
+class SnapshotRouter final : public v1::RouterControl::Service {
+ public:
+  SnapshotRouter() {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterService(this);
+    server_ = builder.BuildAndStart();
+  }
+  ~SnapshotRouter() override {
+    server_->Shutdown(std::chrono::system_clock::now() + milliseconds(200));
+  }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+  grpc::Status RegisterWorker(grpc::ServerContext*, const v1::RegisterWorkerRequest*,
+                              v1::RegisterWorkerResponse* response) override {
+    response->set_heartbeat_interval_ms(100);
+    return grpc::Status::OK;
+  }
+  grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest*,
+                         v1::HeartbeatResponse*) override {
+    return grpc::Status::OK;
+  }
+  grpc::Status PublishKvEvents(
+      grpc::ServerContext*,
+      grpc::ServerReaderWriter<v1::KvEventAck, v1::KvEventBatch>* stream) override {
+    v1::KvEventBatch batch;
+    while (stream->Read(&batch)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const v1::KvEvent& e : batch.events()) {
+        if (!e.has_snapshot()) continue;
+        disk_.clear();
+        for (const auto& tier : e.snapshot().tiers()) {
+          if (tier.tier() == v1::KV_TIER_DISK) {
+            disk_.assign(tier.block_hashes().begin(), tier.block_hashes().end());
+          }
+        }
+        ++snapshots_;
+      }
+    }
+    return grpc::Status::OK;
+  }
+  // The disk blocks of the latest snapshot, once one arrived (empty after 30 s without).
+  std::vector<std::uint64_t> WaitForDiskSnapshot() {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < deadline) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (snapshots_ > 0) return disk_;
+      }
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+    return {};
+  }
+
+ private:
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+  std::mutex mu_;
+  int snapshots_ = 0;
+  std::vector<std::uint64_t> disk_;
+};
+
+// Chained hashes of a prompt's full blocks.
+std::vector<std::uint64_t> BlockHashes(const std::vector<int>& prompt) {
+  std::vector<std::uint64_t> out;
+  std::uint64_t parent = 0;
+  for (std::size_t b = 0; (b + 1) * kBlockSize <= prompt.size(); ++b) {
+    const std::vector<std::int32_t> block(prompt.begin() + b * kBlockSize,
+                                          prompt.begin() + (b + 1) * kBlockSize);
+    parent = ChainedBlockHash(parent, block);
+    out.push_back(parent);
+  }
+  return out;
 }
 
 class KvTierTest : public ::testing::Test {
@@ -235,9 +316,18 @@ TEST_F(KvTierTest, DiskTierSurvivesKillNineAndACorruptBlockIsAMiss) {
     first.process.Kill(SIGKILL);
   }
   {
+    // The restarted worker re-announces its disk blocks in its first KV snapshot.
+    SnapshotRouter router;
+    std::vector<std::string> flags = TieredFlags();
+    flags.insert(flags.end(), {"--router", router.address()});
     Worker restarted;
-    Start(&restarted, "restarted", TieredFlags());
+    Start(&restarted, "restarted", flags);
     EXPECT_GE(TierMetric(Metrics(restarted), "tandem_worker_kv_tier_blocks", "disk"), 15);
+    const std::vector<std::uint64_t> announced = router.WaitForDiskSnapshot();
+    for (std::uint64_t h : BlockHashes(prompt)) {
+      EXPECT_NE(std::find(announced.begin(), announced.end(), h), announced.end())
+          << "block " << h << " of the prompt is on disk but was not announced";
+    }
     const Completion hit = Generate(restarted, "after-restart", again, 16);
     EXPECT_EQ(hit.cached_prompt_tokens, 240);
     EXPECT_EQ(hit.tokens, expected);
@@ -249,12 +339,7 @@ TEST_F(KvTierTest, DiskTierSurvivesKillNineAndACorruptBlockIsAMiss) {
   std::vector<fs::path> dbs;
   for (const auto& e : fs::directory_iterator(dir_ / "kv")) dbs.push_back(e.path());
   ASSERT_EQ(dbs.size(), 1u) << "one subdirectory per model";
-  std::uint64_t hash = 0;
-  for (int b = 0; b < 3; ++b) {
-    std::vector<std::int32_t> block(prompt.begin() + b * kBlockSize,
-                                    prompt.begin() + (b + 1) * kBlockSize);
-    hash = ChainedBlockHash(hash, block);
-  }
+  const std::uint64_t hash = BlockHashes(prompt)[2];
   {
     rocksdb::DB* raw = nullptr;
     rocksdb::Options options;
