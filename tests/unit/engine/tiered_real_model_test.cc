@@ -120,7 +120,9 @@ TEST_P(TieredRealModelTest, PrefixFromHostAndDiskDecodesExactlyAsWithoutCaching)
     auto expected = RunAll(*plain, {turns[i]});
     ASSERT_TRUE(expected.ok()) << expected.status();
     EXPECT_EQ(got->at(turns[i].id).tokens, expected->at(turns[i].id).tokens);
-    if (i > 0) EXPECT_EQ(got->at(turns[i].id).cached_tokens, 44);
+    if (i > 0) {
+      EXPECT_EQ(got->at(turns[i].id).cached_tokens, 44);
+    }
     // Unrelated requests fill the 24-block pool so the next turn finds nothing on the device.
     for (int k = 0; k < 2; ++k) {
       Request filler{"fill-" + std::to_string(i) + "-" + std::to_string(k),
