@@ -21,7 +21,7 @@ dr = pytest.importorskip("deepseek_recipe")
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BUILD = pathlib.Path(os.environ.get("TANDEM_BUILD_DIR", REPO / "build"))
 CLI = BUILD / "tools" / "recipe" / "tandem-recipe"
-CASES_PER_RUN = int(os.environ.get("TANDEM_PARSE_CASES", "120"))
+CASES_PER_RUN = int(os.environ.get("TANDEM_PARSE_CASES", "400"))
 
 REQUESTS = {"chat": dr.ChatCompletionRequest, "responses": dr.ResponsesRequest,
             "messages": dr.MessagesRequest}

@@ -245,6 +245,7 @@ void StreamParser::Push(absl::string_view piece, std::vector<ParsedEvent>& out) 
   text.resize(whole);
   if (text.empty()) return;
   buf_.Append(text);
+  ++pieces_;
   Process(out, /*at_end=*/false);
 }
 
@@ -421,8 +422,11 @@ bool StreamParser::StepMarkup(std::size_t& pos, std::vector<ParsedEvent>& out) {
 
 void StreamParser::EmitText(std::size_t from, std::size_t to, std::vector<ParsedEvent>& out) {
   while (from < to) {
-    std::size_t end = std::min(to, buf_.ends[buf_.PieceAt(from)]);
+    std::size_t piece = buf_.PieceAt(from);
+    std::size_t end = std::min(to, buf_.ends[piece]);
+    std::size_t before = out.size();
     EmitPiece(absl::string_view(buf_.text).substr(from, end - from), out);
+    for (std::size_t i = before; i < out.size(); ++i) out[i].piece = buf_.first_id + piece;
     from = end;
   }
 }

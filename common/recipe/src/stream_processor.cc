@@ -56,21 +56,37 @@ std::vector<OutputEvent> StreamProcessor::Push(absl::string_view text, int token
   std::vector<OutputEvent> out;
   if (finished_) return out;
   usage_.completion_tokens += token_count;
-  bool was_reasoning = parser_.in_reasoning();
+  const std::uint64_t piece = parser_.pieces();
+  const bool reasoning = count_reasoning_tokens_ && parser_.in_reasoning();
   scratch_.clear();
   parser_.Push(text, scratch_);
-  if (count_reasoning_tokens_ && was_reasoning) {
-    bool emitted_reasoning = false;
-    for (const ParsedEvent& event : scratch_) {
-      emitted_reasoning |= event.kind == ParsedKind::kReasoning;
+  if (reasoning) {
+    // A token counts as reasoning when some of its text was output as reasoning (not only the
+    // newlines of </think> or stripped leading newlines). This matches the oracle's count for
+    // token-id chunks except after a broken tag candidate, where it can be one higher.
+    pending_tokens_ += token_count;
+    if (parser_.pieces() > piece) {
+      piece_tokens_.emplace_back(piece, pending_tokens_);
+      pending_tokens_ = 0;
     }
-    if (emitted_reasoning || parser_.in_reasoning()) {
-      usage_.reasoning_tokens = usage_.reasoning_tokens.value_or(0) + token_count;
-    }
+    CountReasoning(scratch_);
   }
   Deliver(scratch_, out);
   if (parser_.stopped()) Complete(FinishReason::kStop, out);
   return out;
+}
+
+void StreamProcessor::CountReasoning(const std::vector<ParsedEvent>& events) {
+  for (const ParsedEvent& event : events) {
+    if (event.kind != ParsedKind::kReasoning) continue;
+    while (!piece_tokens_.empty() && piece_tokens_.front().first <= event.piece) {
+      if (piece_tokens_.front().first == event.piece) {
+        usage_.reasoning_tokens = usage_.reasoning_tokens.value_or(0) + piece_tokens_.front().second;
+      }
+      piece_tokens_.pop_front();
+    }
+  }
+  if (!parser_.in_reasoning()) piece_tokens_.clear();
 }
 
 std::vector<OutputEvent> StreamProcessor::Finish(FinishReason reason) {
@@ -78,6 +94,7 @@ std::vector<OutputEvent> StreamProcessor::Finish(FinishReason reason) {
   if (finished_) return out;
   scratch_.clear();
   parser_.Finish(scratch_);
+  if (count_reasoning_tokens_) CountReasoning(scratch_);
   Deliver(scratch_, out);
   Complete(reason, out);
   return out;
@@ -97,9 +114,7 @@ void StreamProcessor::Deliver(const std::vector<ParsedEvent>& parsed,
 
 void StreamProcessor::Complete(FinishReason reason, std::vector<OutputEvent>& out) {
   finished_ = true;
-  if (count_reasoning_tokens_ && !usage_.reasoning_tokens && parser_.in_reasoning()) {
-    usage_.reasoning_tokens = 0;
-  }
+  if (count_reasoning_tokens_ && !usage_.reasoning_tokens) usage_.reasoning_tokens = 0;
   Outcome outcome{reason, parser_.tool_call_count() > 0, parser_.matched_stop()};
   writer_->Finish(outcome, usage_, out);
 }

@@ -38,6 +38,8 @@ enum class ParsedKind {
 struct ParsedEvent {
   ParsedKind kind;
   std::string text;
+  // Reasoning text: the pushed piece (0 for the first non-empty push) it came from.
+  std::uint64_t piece = 0;
 };
 
 // Finds tags in text that arrives piece by piece. Every tag has its own matcher and none
@@ -91,6 +93,8 @@ class StreamParser {
   const std::optional<std::string>& matched_stop() const { return matched_stop_; }
   int tool_call_count() const { return tool_calls_; }
   bool in_reasoning() const { return state_ == State::kReasoning; }
+  // Non-empty pushes so far; the next one becomes piece number pieces().
+  std::uint64_t pieces() const { return pieces_; }
 
  private:
   enum class State {
@@ -177,6 +181,7 @@ class StreamParser {
   bool invoke_has_params_ = false;
   bool value_is_string_ = false;
   int tool_calls_ = 0;
+  std::uint64_t pieces_ = 0;
   std::optional<std::string> matched_stop_;
 };
 

@@ -12,10 +12,12 @@
 // Per-token cost is the parser step plus one small delta object; nothing is re-serialised.
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -43,8 +45,8 @@ class StreamProcessor {
 
   // Tool call ids default to "call_NN_" + 24 random characters; tests make them predictable.
   void SetToolCallIdGenerator(std::function<std::string(int index)> generator);
-  // Counts reasoning tokens, reported as completion_tokens_details.reasoning_tokens: only
-  // meaningful when every Push carries one token (the router's decode loop).
+  // Counts reasoning tokens (completion_tokens_details.reasoning_tokens), as the oracle does for
+  // token-id chunks: meaningful when each Push is one decoded token (the router's decode loop).
   void CountReasoningTokens(bool enabled) { count_reasoning_tokens_ = enabled; }
 
   std::vector<OutputEvent> Ready(const PromptUsage& usage);
@@ -62,6 +64,7 @@ class StreamProcessor {
 
  private:
   void Deliver(const std::vector<ParsedEvent>& parsed, std::vector<OutputEvent>& out);
+  void CountReasoning(const std::vector<ParsedEvent>& events);
   void Complete(FinishReason reason, std::vector<OutputEvent>& out);
 
   StreamParser parser_;
@@ -69,6 +72,9 @@ class StreamProcessor {
   std::function<std::string(int)> tool_call_id_;
   CompletionUsage usage_;
   bool count_reasoning_tokens_ = false;
+  // Token counts of pushed reasoning pieces not yet output (piece number, tokens).
+  std::deque<std::pair<std::uint64_t, int>> piece_tokens_;
+  int pending_tokens_ = 0;  // tokens of pushes that completed no piece yet
   bool finished_ = false;
   int tool_calls_started_ = 0;
   std::vector<ParsedEvent> scratch_;
