@@ -78,8 +78,12 @@ void ProtocolJob::RunToCompletion(std::shared_ptr<http::Responder> responder) {
                                              setup_.endpoint, setup_.sse_write_timeout);
   absl::StatusOr<GenerationOutcome> outcome = Dispatch();
   if (!outcome.ok()) return channel_->Answer(ErrorResponse(outcome.status()));
+  // Bytes held back for an unfinished character belong to tokens already counted.
   std::string tail = setup_.text->Finish();
-  if (!tail.empty()) token_texts_.push_back(std::move(tail));
+  if (!tail.empty()) {
+    if (token_texts_.empty()) token_texts_.emplace_back();
+    token_texts_.back() += tail;
+  }
 
   recipe::StreamProcessor replay(setup_.request, setup_.response_id, setup_.model,
                                  setup_.created_unix_s);

@@ -85,8 +85,8 @@ def _run_cluster(tmp, model, served_name, router_args=()):
         http_port, control_port = _wait_ports(pathlib.Path(tmp) / "router.port", router)
         for role in ("prefill", "decode"):
             c.start(role, [str(BUILD / "services" / role / f"tandem-{role}"),
-                           "--model", str(model), "--threads", "1",
-                           "--router", f"127.0.0.1:{control_port}"])
+                           "--model", str(model), "--served-model-name", served_name,
+                           "--threads", "1", "--router", f"127.0.0.1:{control_port}"])
         c.url = f"http://127.0.0.1:{http_port}"
         _wait_ready(c.url)
         c.model = served_name
