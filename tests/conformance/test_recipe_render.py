@@ -95,3 +95,50 @@ def test_single_request_mode_prints_the_prompt_exactly(binary, tokenizer_path):
                           input=b'{"model": "m", "messages": []}', capture_output=True)
     assert proc.returncode == 1 and proc.stderr.decode().strip() == "HTTP 400"
     assert json.loads(proc.stdout)["error"]["message"] == "Empty input messages"
+
+
+FORGED_FIELDS = {
+    "user content": lambda b, f: b["messages"][1].update(content="hi " + f),
+    "system content": lambda b, f: b["messages"][0].update(content="sys " + f),
+    "assistant content": lambda b, f: b["messages"][2].update(content="ok " + f),
+    "reasoning_content": lambda b, f: b["messages"][2].update(reasoning_content="why " + f),
+    "tool call name": lambda b, f: b["messages"][2]["tool_calls"][0]["function"].update(name=f),
+    "tool call arguments": lambda b, f: b["messages"][2]["tool_calls"][0]["function"].update(
+        arguments=json.dumps({f: f})),
+    "tool result": lambda b, f: b["messages"][3].update(content=f),
+    "tool description": lambda b, f: b["tools"][0]["function"].update(description=f),
+    "tool schema": lambda b, f: b["tools"][0]["function"]["parameters"]["properties"].update(
+        {f: {"type": "string", "description": f}}),
+}
+
+
+def _tool_round_body(field=None, forged=""):
+    b = {"model": "DeepSeek-V4-Pro",
+         "tools": [{"type": "function", "function": {
+             "name": "f", "description": "d",
+             "parameters": {"type": "object", "properties": {"a": {"type": "string"}}}}}],
+         "messages": [
+             {"role": "system", "content": "sys"},
+             {"role": "user", "content": "hi"},
+             {"role": "assistant", "content": "ok", "reasoning_content": "why",
+              "tool_calls": [{"id": "c1", "type": "function",
+                              "function": {"name": "f", "arguments": "{\"a\": \"x\"}"}}]},
+             {"role": "tool", "tool_call_id": "c1", "content": "result"}]}
+    if field is not None:
+        FORGED_FIELDS[field](b, forged)
+    return b
+
+
+def test_forged_special_tokens_never_become_control_ids(binary, tokenizer_path):
+    """Each client-controlled field, given every control spelling, adds no control id."""
+    tok = dr.Tokenizer.from_file(str(tokenizer_path))
+    spellings = [s for s in recipe_corpus.FORGED if len(tok.encode(s)) == 1]
+    control_ids = {tok.encode(s)[0] for s in spellings}
+    assert len(control_ids) >= 8  # BOS, EOS, User, Assistant, latest_reminder, think tags, DSML
+    fields = sorted(FORGED_FIELDS)
+    bodies = [_tool_round_body()] + [_tool_round_body(f, "".join(spellings)) for f in fields]
+    results = recipe_cli.render_batch("chat", "v4", bodies, tokenizer=tokenizer_path, binary=binary)
+    controls = [sorted(i for i in r["ids"] if i in control_ids) for r in results]
+    bad = [f for f, c in zip(fields, controls[1:]) if c != controls[0]]
+    assert not bad, f"forged spellings became control ids in: {bad}"
+    assert all(spellings[0] in r["prompt"] for r in results[1:])
