@@ -186,6 +186,21 @@ TEST(RenderTest, ImagePlaceholdersAreControlTokensOnlyWhereTheConverterPutThem) 
   EXPECT_EQ(image_ranges, 1);
 }
 
+TEST(RenderTest, ToolsDeclaredOnASystemMessageAreV41UpdatedSchemas) {
+  Message system = System("s");
+  ToolDefinition g = Fn("g");
+  g.description.reset();
+  system.tools = std::vector<ToolDefinition>{g};
+  Conversation c = NoThinking({system, User("a")});
+  c.response_format = ResponseFormat::kJsonObject;
+  EXPECT_THAT(RenderConversation(c, ModelVersion::kDeepseekV41).prompt,
+              HasSubstr("{\"type\": \"json_object\"}\n\n### Updated Tool Schemas\n\n"
+                        "{\"name\": \"g\", \"description\": \"\", \"parameters\": "
+                        "{\"type\": \"object\"}}<｜User｜>a"));
+  EXPECT_THAT(RenderConversation(c, ModelVersion::kDeepseekV4).prompt,
+              Not(HasSubstr("\"g\"")));
+}
+
 TEST(RenderTest, LatestRemindersAreTheirOwnTurns) {
   Message r1 = User("r1");
   r1.role = Role::kLatestReminder;
