@@ -174,7 +174,15 @@ v1::KvEventAck PrefixRouter::OnEvents(const v1::KvEventBatch& batch) {
       (void)index_.ObserveSeq(*slot, std::max(wire.seq(), index_.last_seq(*slot) + 1));
       continue;
     }
-    (void)index_.Apply(*slot, *event);
+    const auto outcome = index_.Apply(*slot, *event);
+    if (event->kind == routing::KvEvent::Kind::kSnapshot && outcome.ok() &&
+        *outcome == routing::EventOutcome::kApplied) {
+      // Rare (stream start, after a gap) and what an operator checks after a router restart.
+      std::int64_t blocks = 0;
+      for (const auto& tier : event->snapshot) blocks += static_cast<std::int64_t>(tier.block_hashes.size());
+      std::cerr << "router: worker " << batch.worker_id() << " KV snapshot at seq " << event->seq
+                << ": " << blocks << " blocks\n";
+    }
   }
   ack.set_acked_seq(index_.last_seq(*slot));
   ack.set_resend_snapshot(index_.IsStale(*slot));
@@ -225,14 +233,22 @@ absl::StatusOr<PrefixRouter::Choice> PrefixRouter::Choose(std::span<const std::i
     if (table_.Find(w) != nullptr) (void)table_.SetAvailable(w, false);
   }
   for (const auto* pool : {&candidates.prefill, &candidates.decode}) {
-    for (const WorkerView& view : *pool) {
-      const WorkerSlot slot = slots_.Find(view.entry->id());
-      if (slot == kNoWorker) continue;
-      const SlotInfo& info = info_[slot];
-      if (!info.registered || info.incarnation != view.entry->info().incarnation()) continue;
-      if (index_.IsStale(slot)) continue;  // its KV events stopped or broke
-      (void)table_.SetAvailable(slot, true);
-      entries[slot] = view.entry;
+    // Workers whose KV events stopped or broke are left out while the pool has others: what they
+    // hold is unknown. A pool of only such workers (e.g. just after a router restart, before the
+    // snapshots are in) still serves, without affinity, rather than failing every request.
+    for (bool allow_stale : {false, true}) {
+      bool any = false;
+      for (const WorkerView& view : *pool) {
+        const WorkerSlot slot = slots_.Find(view.entry->id());
+        if (slot == kNoWorker) continue;
+        const SlotInfo& info = info_[slot];
+        if (!info.registered || info.incarnation != view.entry->info().incarnation()) continue;
+        if (index_.IsStale(slot) && !allow_stale) continue;
+        (void)table_.SetAvailable(slot, true);
+        entries[slot] = view.entry;
+        any = true;
+      }
+      if (any) break;
     }
   }
   routing::RouteRequest request{.block_hashes = chain,
@@ -245,9 +261,8 @@ absl::StatusOr<PrefixRouter::Choice> PrefixRouter::Choose(std::span<const std::i
                                                    .workers = table_.states(),
                                                    .now_seconds = now});
   if (!decision.ok()) {
-    return absl::UnavailableError(absl::StrCat(
-        "no routable workers: ", decision.status().message(),
-        " (healthy workers whose KV events stopped are left out until they resend a snapshot)"));
+    return absl::UnavailableError(
+        absl::StrCat("no routable workers: ", decision.status().message()));
   }
   index_.Touch(chain);
 

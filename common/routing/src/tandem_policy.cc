@@ -83,12 +83,22 @@ class TandemPolicy final : public Policy {
     if (request.session_id != 0) {
       auto it = sessions_.find(request.session_id);
       if (it != sessions_.end() && (pool.mask & SlotBit(it->second)) != 0 &&
-          ttft[it->second] <= best_ttft + options_.session_slack_seconds) {
+          ttft[it->second] <= best_ttft + options_.session_slack_seconds) {  // small: unscaled
         return it->second;
       }
     }
+    // The absolute slack is set for the prior's speed; a pool that is measurably faster (or slower)
+    // gets a proportionally smaller (larger) one, so a fast cluster is not herded onto one cache.
+    double speed_sum = 0;
+    for (WorkerSlot w : pool) {
+      const double spt = view.workers[w].prefill_seconds_per_token;
+      speed_sum += spt > 0 ? spt : options_.prior_prefill_seconds_per_token;
+    }
+    const double speed_scale =
+        speed_sum / pool.size / options_.prior_prefill_seconds_per_token;
     const double limit =
-        best_ttft + std::max(options_.ttft_slack_seconds, options_.ttft_slack_ratio * best_ttft);
+        best_ttft + std::max(options_.ttft_slack_seconds * speed_scale,
+                             options_.ttft_slack_ratio * best_ttft);
     WorkerSlot best = kNoWorker;
     for (WorkerSlot w : pool) {
       if (ttft[w] > limit) continue;

@@ -203,6 +203,18 @@ TEST_F(PrefixRoutingTest, AWorkerWhoseEventsStopWhileHeartbeatsAdvanceLeavesRout
   EXPECT_EQ(Route(), p2_);
 }
 
+TEST_F(PrefixRoutingTest, APoolOfOnlyStaleWorkersStillServesWithoutAffinity) {
+  StartCluster();
+  const auto hashes = PromptHashes();
+  KvStream p1_events(router_->control_port()), p2_events(router_->control_port());
+  ASSERT_FALSE(p1_events.Send(Snapshot(p1_->Info(), 1, {})).resend_snapshot());
+  ASSERT_FALSE(p2_events.Send(Snapshot(p2_->Info(), 1, hashes)).resend_snapshot());
+  EXPECT_TRUE(p1_events.Send(Stored(p1_->Info(), 5, {1})).resend_snapshot());
+  EXPECT_TRUE(p2_events.Send(Stored(p2_->Info(), 5, {1})).resend_snapshot());
+  EXPECT_NE(Route(), nullptr);  // served (by either: p2's blocks no longer count)
+  ExpectNothingInFlight();
+}
+
 TEST_F(PrefixRoutingTest, AWorkerThatStopsHeartbeatingLeavesRoutingWithinThreeHeartbeatPeriods) {
   std::atomic<std::int64_t> now_ms{1000000};
   StartCluster([&now_ms] { return std::chrono::steady_clock::time_point(milliseconds(now_ms.load())); });
