@@ -186,8 +186,7 @@ class TurnConverter {
         if (!leading) continue;
         Message message;
         message.role = Role::kTool;
-        TANDEM_ASSIGN_OR_RETURN(message.content,
-                                ToolResultText(block, index, j, message.image_sources));
+        TANDEM_ASSIGN_OR_RETURN(message.content, ToolResultText(block, index, j, message));
         message.tool_call_id = id;
         out_.push_back(std::move(message));
         continue;
@@ -204,6 +203,7 @@ class TurnConverter {
         TANDEM_ASSIGN_OR_RETURN(ImageSource image, ImageOf(block, path, path));
         PushUser(std::string(kImageToken));
         out_.back().image_sources.push_back(std::move(image));
+        out_.back().image_offsets.push_back(0);
       } else if (type == "document") {
         PushUser(DocumentPlaceholder(block));
       } else if (type == "thinking") {
@@ -288,7 +288,8 @@ class TurnConverter {
         texts.push_back(DocumentPlaceholder(block));
       }
     }
-    // Blocks are appended to what came before with a blank line, and to nothing without one.
+    // Text blocks are appended to what came before with a blank line, to nothing without one
+    // (thinking blocks are plainly joined).
     auto non_empty = [](const std::vector<std::string>& pieces) {
       std::string joined;
       for (const std::string& piece : pieces) {
@@ -298,7 +299,7 @@ class TurnConverter {
       return joined;
     };
     message.content = non_empty(texts);
-    if (!thoughts.empty()) message.reasoning_content = non_empty(thoughts);
+    if (!thoughts.empty()) message.reasoning_content = absl::StrJoin(thoughts, "\n\n");
     out_.push_back(std::move(message));
     pending_ = std::move(ids);
     calling_index_ = index;
@@ -338,31 +339,34 @@ class TurnConverter {
 
   // A tool result's text; images of a vision-capable model go to `images`.
   absl::StatusOr<std::string> ToolResultText(const Json& block, std::size_t index, std::size_t j,
-                                             std::vector<ImageSource>& images) {
+                                             Message& message) {
     auto content = block.find("content");
     if (content == block.end() || content->is_null()) return std::string();
     if (content->is_string()) return content->get<std::string>();
-    std::vector<std::string> pieces;
+    std::string text;
     const std::string block_path = absl::StrCat("messages.", index, ".content[", j, "]");
+    bool first = true;
     for (const Json& part : *content) {
       const std::string type = part["type"].get<std::string>();
+      if (type != "text" && type != "document" && type != "image") continue;
+      if (!first) text += "\n\n";
+      first = false;
       if (type == "text") {
-        pieces.push_back(part["text"].get<std::string>());
+        text += part["text"].get<std::string>();
       } else if (type == "document") {
-        pieces.push_back(DocumentPlaceholder(part));
-      } else if (type == "image") {
-        if (!reads_images_) {
-          pieces.push_back(std::string(kUnsupportedImage));
-          continue;
-        }
+        text += DocumentPlaceholder(part);
+      } else if (!reads_images_) {
+        text.append(kUnsupportedImage.data(), kUnsupportedImage.size());
+      } else {
         TANDEM_ASSIGN_OR_RETURN(
             ImageSource image,
             ImageOf(part, block_path, absl::StrCat("messages.", index, ".content.", j, ".tool_result")));
-        images.push_back(std::move(image));
-        pieces.push_back(std::string(kImageToken));
+        message.image_sources.push_back(std::move(image));
+        message.image_offsets.push_back(text.size());
+        text.append(kImageToken.data(), kImageToken.size());
       }
     }
-    return absl::StrJoin(pieces, "\n\n");
+    return text;
   }
 
   const ConversionOptions& options_;

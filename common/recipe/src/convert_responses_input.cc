@@ -123,8 +123,10 @@ class InputConverter {
     auto content = item.find("content");
     if (content == item.end()) return MissingField("content");
     std::vector<ImageSource> images;
+    std::vector<std::size_t> offsets;
     ContentPlace place{reads_images_, index, *role == "assistant", false};
-    TANDEM_ASSIGN_OR_RETURN(std::string text, ResponsesContentText(*content, place, images));
+    TANDEM_ASSIGN_OR_RETURN(std::string text,
+                            ResponsesContentText(*content, place, images, offsets));
     if (*role == "assistant") {
       Message* assistant = OpenAssistantForText();
       if (!assistant) {
@@ -142,6 +144,7 @@ class InputConverter {
     message.role = system ? Role::kSystem : Role::kUser;
     message.content = std::move(text);
     message.image_sources = std::move(images);
+    message.image_offsets = std::move(offsets);
     messages_.push_back(std::move(message));
     return absl::OkStatus();
   }
@@ -209,9 +212,10 @@ class InputConverter {
     auto output = item.find("output");
     if (output == item.end()) return MissingField("output");
     std::vector<ImageSource> images;
-    TANDEM_ASSIGN_OR_RETURN(
-        std::string text,
-        ResponsesContentText(*output, ContentPlace{reads_images_, index, false, true}, images));
+    std::vector<std::size_t> offsets;
+    TANDEM_ASSIGN_OR_RETURN(std::string text,
+                            ResponsesContentText(*output, ContentPlace{reads_images_, index, false, true},
+                                                 images, offsets));
     TANDEM_RETURN_IF_ERROR(CheckCallId(call_id, index));
     if (seen_calls_.count(call_id) == 0) {
       return RequestError(
@@ -227,6 +231,7 @@ class InputConverter {
     message.content = std::move(text);
     message.tool_call_id = std::move(call_id);
     message.image_sources = std::move(images);
+    message.image_offsets = std::move(offsets);
     messages_.push_back(std::move(message));
     return absl::OkStatus();
   }
@@ -292,7 +297,8 @@ class InputConverter {
 }  // namespace
 
 absl::StatusOr<std::string> ResponsesContentText(const Json& content, const ContentPlace& place,
-                                                 std::vector<ImageSource>& images) {
+                                                 std::vector<ImageSource>& images,
+                                                 std::vector<std::size_t>& offsets) {
   if (content.is_string()) return content.get<std::string>();
   if (!content.is_array()) {
     return BodyError(place.tool_output
@@ -300,24 +306,26 @@ absl::StatusOr<std::string> ResponsesContentText(const Json& content, const Cont
                          : "content should be a string or a list of content blocks");
   }
   for (const Json& part : content) TANDEM_RETURN_IF_ERROR(CheckPartShape(part, place.tool_output));
-  std::vector<std::string> pieces;
+  std::string text;
   for (std::size_t i = 0; i < content.size(); ++i) {
+    if (i > 0) text += "\n\n";
     const Json& part = content[i];
     const std::string type = part["type"].get<std::string>();
     if (type == "input_text" || type == "output_text") {
-      pieces.push_back(part["text"].get<std::string>());
+      text += part["text"].get<std::string>();
     } else if (type == "input_file") {
       // This stack has no document path: the model reads a placeholder instead.
-      pieces.push_back(kUnsupportedDocument);
+      text += kUnsupportedDocument;
     } else if (!place.reads_images) {
-      pieces.push_back(std::string(kUnsupportedImage));
+      text.append(kUnsupportedImage.data(), kUnsupportedImage.size());
     } else {
       TANDEM_ASSIGN_OR_RETURN(ImageSource image, ImageOf(part, place, i));
       images.push_back(std::move(image));
-      pieces.push_back(std::string(kImageToken));
+      offsets.push_back(text.size());
+      text.append(kImageToken.data(), kImageToken.size());
     }
   }
-  return absl::StrJoin(pieces, "\n\n");
+  return text;
 }
 
 absl::StatusOr<std::vector<Message>> ConvertResponsesInput(const Json& input,

@@ -50,8 +50,9 @@ struct ContentPlace {
   bool tool_output = false;   // "output" of a tool result (no output_text parts)
 };
 // The text of a content part list or string, parts joined by a blank line; images of a
-// vision-capable model are appended to `images`.
+// vision-capable model are appended to `images`, their placeholders' offsets to `offsets`.
 absl::StatusOr<std::string> ResponsesContentText(const Json& content, const ContentPlace& place,
-                                                 std::vector<ImageSource>& images);
+                                                 std::vector<ImageSource>& images,
+                                                 std::vector<std::size_t>& offsets);
 
 }  // namespace tandem::recipe::internal
