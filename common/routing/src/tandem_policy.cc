@@ -87,15 +87,16 @@ class TandemPolicy final : public Policy {
         return it->second;
       }
     }
-    // The absolute slack is set for the prior's speed; a pool that is measurably faster (or slower)
-    // gets a proportionally smaller (larger) one, so a fast cluster is not herded onto one cache.
+    // The absolute slack is set for the prior's speed; a pool that is measurably faster gets a
+    // proportionally smaller one, so a fast cluster is not herded onto one cache. Never larger:
+    // learnt speeds include per-prefill overheads, which would inflate it for short prompts.
     double speed_sum = 0;
     for (WorkerSlot w : pool) {
       const double spt = view.workers[w].prefill_seconds_per_token;
       speed_sum += spt > 0 ? spt : options_.prior_prefill_seconds_per_token;
     }
     const double speed_scale =
-        speed_sum / pool.size / options_.prior_prefill_seconds_per_token;
+        std::min(1.0, speed_sum / pool.size / options_.prior_prefill_seconds_per_token);
     const double limit =
         best_ttft + std::max(options_.ttft_slack_seconds * speed_scale,
                              options_.ttft_slack_ratio * best_ttft);
