@@ -24,7 +24,10 @@ struct Block {
 
 class MessagesEventWriter : public ProtocolWriter {
  public:
-  explicit MessagesEventWriter(const WriterContext& context) : context_(context) {}
+  explicit MessagesEventWriter(const WriterContext& context)
+      : context_(context), signature_(context.id) {}
+
+  void SetThinkingSignature(std::string signature) override { signature_ = std::move(signature); }
 
   void Ready(const PromptUsage& usage, std::vector<OutputEvent>& out) override {
     prompt_ = usage;
@@ -106,7 +109,7 @@ class MessagesEventWriter : public ProtocolWriter {
     if (!open_) return;
     open_ = false;
     if (blocks_.back().kind == BlockKind::kThinking) {
-      Delta(Json{{"type", "signature_delta"}, {"signature", context_.id}}, out);
+      Delta(Json{{"type", "signature_delta"}, {"signature", signature_}}, out);
     }
     Json data;
     data["type"] = "content_block_stop";
@@ -132,7 +135,7 @@ class MessagesEventWriter : public ProtocolWriter {
       case BlockKind::kThinking:
         json["type"] = "thinking";
         json["thinking"] = final ? block.text : "";
-        json["signature"] = final ? context_.id : "";
+        json["signature"] = final ? signature_ : "";
         break;
       case BlockKind::kText:
         json["type"] = "text";
@@ -182,6 +185,7 @@ class MessagesEventWriter : public ProtocolWriter {
   }
 
   WriterContext context_;
+  std::string signature_;
   PromptUsage prompt_;
   std::vector<Block> blocks_;
   bool open_ = false;

@@ -45,6 +45,10 @@ void StreamProcessor::SetToolCallIdGenerator(std::function<std::string(int)> gen
   tool_call_id_ = std::move(generator);
 }
 
+void StreamProcessor::SetThinkingSignature(std::string signature) {
+  writer_->SetThinkingSignature(std::move(signature));
+}
+
 std::vector<OutputEvent> StreamProcessor::Ready(const PromptUsage& usage) {
   usage_.prompt = usage;
   std::vector<OutputEvent> out;

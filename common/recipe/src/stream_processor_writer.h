@@ -33,6 +33,8 @@ class ProtocolWriter {
   virtual void Finish(const Outcome& outcome, const CompletionUsage& usage,
                       std::vector<OutputEvent>& out) = 0;
   virtual std::string FinalResponse() const = 0;
+  // Messages only; other protocols have no thinking signature.
+  virtual void SetThinkingSignature(std::string /*signature*/) {}
 };
 
 struct WriterContext {

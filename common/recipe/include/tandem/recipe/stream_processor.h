@@ -45,6 +45,8 @@ class StreamProcessor {
 
   // Tool call ids default to "call_NN_" + 24 random characters; tests make them predictable.
   void SetToolCallIdGenerator(std::function<std::string(int index)> generator);
+  // Messages: the signature that ends each thinking block (default: the response id).
+  void SetThinkingSignature(std::string signature);
   // Counts reasoning tokens (completion_tokens_details.reasoning_tokens), as the oracle does for
   // token-id chunks: meaningful when each Push is one decoded token (the router's decode loop).
   void CountReasoningTokens(bool enabled) { count_reasoning_tokens_ = enabled; }
