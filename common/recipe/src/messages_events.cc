@@ -17,9 +17,9 @@ enum class BlockKind { kThinking, kText, kToolUse };
 
 struct Block {
   BlockKind kind;
-  std::string text;  // thinking, text, or tool input JSON text
-  std::string id;    // tool_use
-  std::string name;  // tool_use
+  std::string text = {};  // thinking, text, or tool input JSON text
+  std::string id = {};    // tool_use
+  std::string name = {};  // tool_use
 };
 
 class MessagesEventWriter : public ProtocolWriter {

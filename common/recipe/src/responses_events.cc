@@ -22,10 +22,10 @@ enum class ItemKind { kReasoning, kMessage, kFunctionCall };
 struct Item {
   ItemKind kind;
   std::string id;
-  std::string text;       // reasoning or output text, or function arguments
-  std::string call_id;    // function call
-  std::string name;       // function call (local name inside its namespace)
-  std::optional<std::string> name_space;  // function call of a namespace tool
+  std::string text = {};     // reasoning or output text, or function arguments
+  std::string call_id = {};  // function call
+  std::string name = {};     // function call (local name inside its namespace)
+  std::optional<std::string> name_space = {};  // function call of a namespace tool
   std::string status = "in_progress";
   std::string phase = "final_answer";  // message
 };
