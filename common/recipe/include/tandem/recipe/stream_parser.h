@@ -110,7 +110,7 @@ class StreamParser {
     kParamKey,        // raw text up to a space, streamed as the JSON key
     kParamKeyEnd,     // skipped text up to "true"> or "false">
     kParamValue,      // value text up to "</｜DSML｜"
-    kDone,            // after the block or on malformed markup: output is dropped
+    kDone,            // after the tool-call block: the rest of the output is dropped
     kStateCount,
   };
 
