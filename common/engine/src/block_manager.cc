@@ -89,9 +89,14 @@ std::int32_t BlockManager::TakeBlock() {
     evictable_.pop_front();
     BlockMeta& m = meta_[b];
     cached_.erase(m.hash);
-    if (spill_) spill_({m.hash, m.parent_hash, m.tag, BlockData(b)});
+    if (m.demoted) {
+      ++num_demoted_evictions_;
+    } else if (spill_) {
+      spill_({m.hash, m.parent_hash, m.tag, BlockData(b)});
+    }
     Emit(KvCacheEvent::Kind::kEvicted, m, b);
     m.hashed = false;
+    m.demoted = false;
   }
   meta_[b].ref_count = 1;
   return b;
@@ -130,6 +135,18 @@ void BlockManager::CommitComputedBlocks(std::span<const std::int32_t> tokens, in
     cached_.emplace(h, b);
     Emit(KvCacheEvent::Kind::kStored, m, b);
   }
+}
+
+int BlockManager::DemoteColdest(int max_blocks, const DemotionCopy& copy) {
+  int demoted = 0;
+  for (auto it = evictable_.begin(); it != evictable_.end() && demoted < max_blocks; ++it) {
+    BlockMeta& m = meta_[*it];
+    if (m.demoted) continue;
+    if (!copy({m.hash, m.parent_hash, m.tag, BlockData(*it)})) break;
+    m.demoted = true;
+    ++demoted;
+  }
+  return demoted;
 }
 
 void BlockManager::Release(BlockTable* table) {

@@ -20,6 +20,13 @@ absl::Status ValidateConfig(const EngineConfig& c) {
   if (c.max_num_seqs < 1) return absl::InvalidArgumentError("max_num_seqs must be >= 1");
   if (c.max_batch_tokens < 1) return absl::InvalidArgumentError("max_batch_tokens must be >= 1");
   if (c.num_blocks < 0) return absl::InvalidArgumentError("num_blocks must be >= 0");
+  if (!(c.device_low_watermark > 0 && c.device_low_watermark <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("device_low_watermark must be in (0, 1], got ",
+                                                   c.device_low_watermark));
+  }
+  if (c.device_low_watermark < 1 && c.device_demotion_rate_bytes_per_s == 0) {
+    return absl::InvalidArgumentError("device demotion needs a positive rate");
+  }
   if (c.num_blocks == 0 && c.kv_cache_bytes <= 0) {
     return absl::InvalidArgumentError("set num_blocks or a positive kv_cache_bytes");
   }
@@ -67,7 +74,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(model::Model* model,
 
 Engine::Engine(model::Model* model, const EngineConfig& config,
                std::unique_ptr<BlockManager> blocks)
-    : model_(model), config_(config), blocks_(std::move(blocks)) {
+    : model_(model),
+      config_(config),
+      blocks_(std::move(blocks)),
+      clock_(config.clock != nullptr ? config.clock : &system_clock_),
+      demotion_bucket_(config.device_demotion_rate_bytes_per_s,
+                       config.device_demotion_burst_bytes, clock_->NowUnixMs()) {
   if (!config_.enable_prefix_caching) config_.lower_tiers = nullptr;
   if (config_.lower_tiers != nullptr) {
     blocks_->SetEvictionSpill([this](const EvictedBlock& block) { SpillEvicted(block); });
@@ -305,6 +317,7 @@ void Engine::FinishIfDone(Sequence* seq, std::int32_t token, StepOutput* out) co
 absl::StatusOr<std::vector<StepOutput>> Engine::Step() {
   std::vector<StepOutput> outputs = std::move(pending_outputs_);
   pending_outputs_.clear();
+  DemoteColdDeviceBlocks();
   const std::vector<ScheduledChunk> batch = Schedule();
   if (batch.empty()) {
     CompleteTierFetches(/*wait_for_one=*/true);
@@ -359,6 +372,12 @@ absl::StatusOr<std::vector<StepOutput>> Engine::Step() {
 }
 
 bool Engine::HasPendingWork() const { return !sequences_.empty() || !pending_outputs_.empty(); }
+
+KvTierStats Engine::kv_tier_stats() const {
+  KvTierStats s = tier_stats_;
+  s.evicted_demoted_blocks = blocks_->num_demoted_evictions();
+  return s;
+}
 
 EngineStats Engine::stats() const {
   EngineStats s;

@@ -34,6 +34,9 @@ struct EvictedBlock {
   std::span<const float> data;
 };
 using EvictionSpill = std::function<void(const EvictedBlock&)>;
+// Copies a cached block to a lower tier ahead of its eviction; true when the copy is there (then
+// its eviction skips the spill).
+using DemotionCopy = std::function<bool(const EvictedBlock&)>;
 
 // One sequence's view of the pool. Owned by the sequence, mutated only by the BlockManager.
 struct BlockTable {
@@ -70,6 +73,11 @@ class BlockManager {
   // Blocks an allocation can take: never used, or cached with no user (evictable).
   int num_free_blocks() const { return static_cast<int>(free_.size() + evictable_.size()); }
   int num_cached_blocks() const { return static_cast<int>(cached_.size()); }
+  // Blocks holding KV (in use or cached), as a fraction of the pool: what the device watermark
+  // compares against. Cached blocks count because their memory is only reclaimed by eviction.
+  double used_fraction() const {
+    return 1.0 - static_cast<double>(free_.size()) / config_.num_blocks;
+  }
   int BlocksFor(int num_tokens) const {
     return (num_tokens + config_.block_size - 1) / config_.block_size;
   }
@@ -77,8 +85,15 @@ class BlockManager {
   // Called synchronously, on the thread driving the engine, as blocks are stored and evicted;
   // keep it cheap (e.g. append to a queue the publisher drains).
   void SetEventListener(KvCacheEventListener listener) { listener_ = std::move(listener); }
-  // Called synchronously before a cached block's memory is reused (before its kEvicted event).
+  // Called synchronously before a cached block's memory is reused (before its kEvicted event),
+  // unless the block was already demoted by DemoteColdest.
   void SetEvictionSpill(EvictionSpill spill) { spill_ = std::move(spill); }
+
+  // Hands the coldest (least recently freed) unreferenced cached blocks not demoted yet to
+  // `copy`, up to `max_blocks`, stopping at the first copy that fails (tier full, rate limit).
+  // Blocks copied are marked so their eviction does not copy them again. Returns how many.
+  int DemoteColdest(int max_blocks, const DemotionCopy& copy);
+  std::int64_t num_demoted_evictions() const { return num_demoted_evictions_; }
 
   // The memory of one block (all layers, KvStorage layout). For copying KV in and out.
   std::span<float> BlockData(std::int32_t block) const {
@@ -118,6 +133,7 @@ class BlockManager {
     std::uint64_t hash = 0;
     std::uint64_t parent_hash = 0;
     std::uint8_t tag = 0;
+    bool demoted = false;  // its KV is already in a lower tier: eviction copies nothing
     std::list<std::int32_t>::iterator lru_pos;  // valid while evictable
   };
 
@@ -135,6 +151,7 @@ class BlockManager {
   absl::flat_hash_map<std::uint64_t, std::int32_t> cached_;  // hash -> block
   KvCacheEventListener listener_;
   EvictionSpill spill_;
+  std::int64_t num_demoted_evictions_ = 0;  // evictions that skipped the spill: demoted earlier
 };
 
 }  // namespace tandem::engine

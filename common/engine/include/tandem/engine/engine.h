@@ -13,7 +13,9 @@
 #include "tandem/engine/block_manager.h"
 #include "tandem/engine/sampling.h"
 #include "tandem/kernels/backend.h"
+#include "tandem/kv/clock.h"
 #include "tandem/kv/tiered_kv_store.h"
+#include "tandem/kv/token_bucket.h"
 #include "tandem/model/model.h"
 
 namespace tandem::engine {
@@ -32,6 +34,15 @@ struct EngineConfig {
   // evicts are copied there, and admission fetches a prompt's prefix from there before
   // prefilling the rest. Ignored without prefix caching.
   kv::TieredKvStore* lower_tiers = nullptr;
+  // Device-tier demotion (needs lower_tiers): while more than this fraction of the pool holds
+  // KV, each Step() first copies the coldest unreferenced cached blocks to host memory, so
+  // their eviction later costs no copy. 1.0 turns it off. Paced by a token bucket: at most
+  // burst + rate * elapsed bytes over any window.
+  double device_low_watermark = 1.0;
+  std::uint64_t device_demotion_rate_bytes_per_s = 256ull << 20;
+  std::uint64_t device_demotion_burst_bytes = 16ull << 20;
+  // Time source of the demotion pacing; nullptr: the system clock. Must outlive the engine.
+  const kv::Clock* clock = nullptr;
 };
 
 // Prefix reuse per tier, counted in blocks at a request's first admission. A prompt's reusable
@@ -47,6 +58,9 @@ struct KvTierStats {
   std::int64_t fetch_shortfall_blocks = 0;
   std::int64_t spilled_blocks = 0;         // evicted device blocks copied to host memory
   std::int64_t spill_dropped_blocks = 0;   // host tier full or failing: not kept
+  // Cached device blocks copied to host memory above the device watermark, before eviction.
+  std::int64_t demoted_blocks = 0;
+  std::int64_t evicted_demoted_blocks = 0;  // evictions that needed no copy: demoted earlier
 };
 
 // One completed fetch from the lower tiers, for latency metrics.
@@ -148,7 +162,7 @@ class Engine {
   bool HasPendingWork() const;
   EngineStats stats() const;
   BlockManager& block_manager() { return *blocks_; }
-  const KvTierStats& kv_tier_stats() const { return tier_stats_; }
+  KvTierStats kv_tier_stats() const;
   // Called on the thread driving the engine, once per completed lower-tier fetch.
   void SetTierFetchObserver(TierFetchObserver observer) { fetch_observer_ = std::move(observer); }
   const model::ModelConfig& model_config() const { return model_->config(); }
@@ -179,6 +193,9 @@ class Engine {
   void CompleteTierFetches(bool wait_for_one);
   void CompleteTierFetch(Sequence* seq);
   void SpillEvicted(const EvictedBlock& block);
+  // Paced early copies of cold device blocks to host memory (tier_demotion.cc).
+  void DemoteColdDeviceBlocks();
+  bool DemoteBlock(const EvictedBlock& block);
   void CountPrefixReuse(const Sequence& seq, int device_blocks);
   void Preempt(Sequence* victim, int* budget, std::vector<ScheduledChunk>* batch);
   int BlocksReservedForNextStep(const std::vector<ScheduledChunk>& batch) const;
@@ -206,6 +223,9 @@ class Engine {
   std::vector<Sequence*> running_;  // admission order
   std::vector<Sequence*> fetching_;  // waiting for lower-tier blocks, in no other queue
   KvTierStats tier_stats_;
+  kv::SystemClock system_clock_;
+  const kv::Clock* clock_;
+  kv::TokenBucket demotion_bucket_;
   TierFetchObserver fetch_observer_;
   std::vector<StepOutput> pending_outputs_;  // cancellations reported by the next Step()
   std::int64_t num_preemptions_ = 0;
