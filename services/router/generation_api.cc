@@ -93,13 +93,12 @@ http::HandlerResult GenerationApi::Handle(ApiEndpoint endpoint, const http::Requ
     return Fail(path, *error);
   }
   std::string traffic_class;
-  if (auto header = http_request.FindHeader("X-Tandem-Traffic-Class")) {
-    traffic_class = std::string(*header);
-    if (traffic_class != "chat" && traffic_class != "agent") {
-      return Fail(path, ApiError::Invalid(absl::StrCat("X-Tandem-Traffic-Class must be chat or "
-                                                       "agent, got '", traffic_class, "'"),
-                                          "X-Tandem-Traffic-Class"));
+  if (deps_.traffic != nullptr) {
+    absl::StatusOr<std::string> cls = deps_.traffic->Classify(http_request);
+    if (!cls.ok()) {
+      return Fail(path, ApiError::Invalid(std::string(cls.status().message()), "X-Tandem-Traffic-Class"));
     }
+    traffic_class = std::move(*cls);
   }
   if (!request.model.empty() && request.model != options_.served_model) {
     ApiError error = ApiError::Invalid(

@@ -12,6 +12,7 @@
 #include "openai_request.h"
 #include "router_metrics.h"
 #include "task_runner.h"
+#include "traffic_class.h"
 #include "tandem/http/router.h"
 #include "tandem/tokenizer/tokenizer.h"
 #include "worker_selector.h"
@@ -43,6 +44,7 @@ class GenerationApi {
     Dispatcher* dispatcher = nullptr;
     const RouterMetrics* metrics = nullptr;
     TaskRunner* runner = nullptr;
+    const TrafficClassifier* traffic = nullptr;  // null: every request gets the workers' default
   };
   GenerationApi(Options options, Deps deps);
 

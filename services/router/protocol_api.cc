@@ -42,20 +42,6 @@ absl::StatusOr<recipe::ConversationRequest> Convert(recipe::Protocol protocol,
   return absl::InternalError("unknown protocol");
 }
 
-// X-Tandem-Traffic-Class selects the KV retention class on the workers; absent: their default.
-absl::StatusOr<std::string> TrafficClass(const http::Request& request) {
-  auto header = request.FindHeader("X-Tandem-Traffic-Class");
-  if (!header.has_value()) return std::string();
-  std::string cls(*header);
-  if (cls != "chat" && cls != "agent") {
-    return recipe::ConversionFailure(
-        400, "invalid_request_error",
-        absl::StrCat("X-Tandem-Traffic-Class must be chat or agent, got '", cls, "'"),
-        "X-Tandem-Traffic-Class");
-  }
-  return cls;
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ProtocolApi>> ProtocolApi::Create(Options options, Deps deps) {
@@ -157,8 +143,14 @@ absl::StatusOr<ProtocolApi::Prepared> ProtocolApi::Prepare(recipe::Protocol prot
 http::HandlerResult ProtocolApi::Handle(recipe::Protocol protocol, const http::Request& http_request) {
   const auto arrived = std::chrono::steady_clock::now();
   const std::string path = EndpointPath(protocol);
-  absl::StatusOr<std::string> traffic_class = TrafficClass(http_request);
-  if (!traffic_class.ok()) return Fail(protocol, path, traffic_class.status());
+  absl::StatusOr<std::string> traffic_class = std::string();
+  if (deps_.traffic != nullptr) traffic_class = deps_.traffic->Classify(http_request);
+  if (!traffic_class.ok()) {
+    return Fail(protocol, path,
+                recipe::ConversionFailure(400, "invalid_request_error",
+                                          traffic_class.status().message(),
+                                          "X-Tandem-Traffic-Class"));
+  }
   absl::StatusOr<Prepared> prepared = Prepare(protocol, http_request.body);
   if (!prepared.ok()) return Fail(protocol, path, prepared.status());
 

@@ -12,6 +12,7 @@
 #include "generation_api.h"
 #include "router_metrics.h"
 #include "task_runner.h"
+#include "traffic_class.h"
 #include "tandem/http/router.h"
 #include "tandem/recipe/conversation.h"
 #include "tandem/recipe/convert.h"
@@ -41,6 +42,7 @@ class ProtocolApi {
     Admission* admission = nullptr;  // shared with /v1/completions: one in-flight bound
     const RouterMetrics* metrics = nullptr;
     TaskRunner* runner = nullptr;
+    const TrafficClassifier* traffic = nullptr;  // null: every request gets the workers' default
   };
   // Fails when a DeepSeek format is asked of a tokenizer that is not a tokenizer.json BPE.
   static absl::StatusOr<std::unique_ptr<ProtocolApi>> Create(Options options, Deps deps);

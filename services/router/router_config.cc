@@ -24,6 +24,10 @@ void BindRouterFlags(config::FlagSet* f, RouterConfig* c) {
             "how conversations become prompts: auto (deepseek-v4 when config.json says "
             "model_type deepseek_v4, else plain), plain, deepseek-v4, deepseek-v4.1",
             "TANDEM_ROUTER_CHAT_FORMAT");
+  f->String("api-key-traffic-classes", &c->api_key_traffic_classes,
+            "KV retention class (chat, agent) per API key, as key=class,key=class; the "
+            "X-Tandem-Traffic-Class header overrides it",
+            "TANDEM_ROUTER_API_KEY_TRAFFIC_CLASSES");
   f->Int("request-timeout-ms", &c->request_timeout_ms, "deadline of one generation",
          "TANDEM_ROUTER_REQUEST_TIMEOUT_MS");
   f->Int("max-in-flight", &c->max_in_flight, "generations admitted before answering 429",

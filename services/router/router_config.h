@@ -15,7 +15,8 @@ struct RouterConfig {
   std::string port_file;          // "http_port control_port", written atomically once listening
   std::string model;              // checkpoint directory; the router only reads its tokenizer
   std::string served_model_name;  // default: the model directory's name
-  std::string chat_format = "auto";  // plain, deepseek-v4, deepseek-v4.1, auto (from config.json)
+  std::string chat_format = "auto";
+  std::string api_key_traffic_classes;  // "key=agent,key=chat": KV retention class per API key  // plain, deepseek-v4, deepseek-v4.1, auto (from config.json)
   int request_timeout_ms = 600000;
   int max_in_flight = 512;        // beyond: 429 with Retry-After
   int worker_lease_ms = 3000;     // no heartbeat within it: the worker is down

@@ -57,6 +57,7 @@ absl::Status RouterServer::Init() {
                               .now = options_.now}));
   selector_ = std::make_unique<PolicySelector>(registry_.get(), prefix_router_.get());
   dispatcher_ = std::make_unique<Dispatcher>(registry_.get(), Dispatcher::Options{.metrics = &metrics_});
+  TANDEM_ASSIGN_OR_RETURN(traffic_, TrafficClassifier::Parse(cfg.api_key_traffic_classes));
   generation_ = std::make_unique<GenerationApi>(
       GenerationApi::Options{.served_model = options_.served_model,
                              .max_in_flight = cfg.max_in_flight,
@@ -66,7 +67,8 @@ absl::Status RouterServer::Init() {
                           .selector = selector_.get(),
                           .dispatcher = dispatcher_.get(),
                           .metrics = &metrics_,
-                          .runner = &runner_});
+                          .runner = &runner_,
+                          .traffic = &traffic_});
 
   TANDEM_ASSIGN_OR_RETURN(const ChatFormat format, ResolveChatFormat(cfg.chat_format, cfg.model));
   TANDEM_ASSIGN_OR_RETURN(
@@ -80,7 +82,8 @@ absl::Status RouterServer::Init() {
                             .dispatcher = dispatcher_.get(),
                             .admission = generation_->admission(),
                             .metrics = &metrics_,
-                            .runner = &runner_}));
+                            .runner = &runner_,
+                            .traffic = &traffic_}));
 
   control_service_ = std::make_unique<ControlService>(registry_.get(), prefix_router_.get());
   grpc::ServerBuilder builder;

@@ -63,6 +63,7 @@ class RouterServer {
   TaskRunner runner_;
   std::unique_ptr<GenerationApi> generation_;
   std::unique_ptr<ProtocolApi> protocols_;
+  TrafficClassifier traffic_;
   std::unique_ptr<grpc::Service> control_service_;
   std::unique_ptr<grpc::Server> control_server_;
   std::unique_ptr<http::Server> http_server_;

@@ -1,4 +1,5 @@
 #include "router_fixture.h"
+#include "traffic_class.h"
 
 namespace tandem::router::testing {
 namespace {
@@ -64,6 +65,41 @@ TEST_F(RouterTest, TrafficClassHeaderReachesTheWorkerAndIsValidated) {
   ASSERT_EQ(post("").status, 200);
   EXPECT_EQ(w->last_generate().traffic_class(), "") << "the worker applies its default";
   EXPECT_EQ(post("X-Tandem-Traffic-Class: batch\r\n").status, 400);
+}
+
+TEST_F(RouterTest, ApiKeysSelectTheTrafficClassOnEveryEndpoint) {
+  StartRouter([](RouterConfig* c) { c->api_key_traffic_classes = "sk-agent=agent, sk-chat=chat"; });
+  FakeWorker* w = AddWorker("w1", v1::WORKER_ROLE_COMBINED, {.tokens = Ids(" there")});
+  const auto post = [&](const std::string& path, const json& body, const std::string& header) {
+    const std::string text = body.dump();
+    auto client = RawClient::Connect(router_->http_port());
+    client->Send(absl::StrCat("POST ", path, " HTTP/1.1\r\nHost: t\r\n", header,
+                              "Content-Type: application/json\r\nContent-Length: ", text.size(),
+                              "\r\nConnection: close\r\n\r\n", text));
+    return client->ReadResponse(milliseconds(10000)).value_or(RawResponse{});
+  };
+  const json completion = {{"prompt", "Hi"}, {"max_tokens", 2}};
+  const json chat = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 2}};
+  ASSERT_EQ(post("/v1/completions", completion, "Authorization: Bearer sk-agent\r\n").status, 200);
+  EXPECT_EQ(w->last_generate().traffic_class(), "agent");
+  ASSERT_EQ(post("/v1/chat/completions", chat, "Authorization: Bearer sk-agent\r\n").status, 200);
+  EXPECT_EQ(w->last_generate().traffic_class(), "agent");
+  ASSERT_EQ(post("/v1/chat/completions", chat, "x-api-key: sk-chat\r\n").status, 200);
+  EXPECT_EQ(w->last_generate().traffic_class(), "chat");
+  // The header wins over the key; an unknown key gets the workers' default.
+  ASSERT_EQ(post("/v1/chat/completions", chat,
+                 "Authorization: Bearer sk-agent\r\nX-Tandem-Traffic-Class: chat\r\n").status, 200);
+  EXPECT_EQ(w->last_generate().traffic_class(), "chat");
+  ASSERT_EQ(post("/v1/chat/completions", chat, "Authorization: Bearer sk-other\r\n").status, 200);
+  EXPECT_EQ(w->last_generate().traffic_class(), "");
+  EXPECT_EQ(post("/v1/chat/completions", chat, "X-Tandem-Traffic-Class: batch\r\n").status, 400);
+}
+
+TEST(TrafficClassifierTest, RejectsMalformedKeyLists) {
+  EXPECT_FALSE(TrafficClassifier::Parse("k=batch").ok());
+  EXPECT_FALSE(TrafficClassifier::Parse("=agent").ok());
+  EXPECT_FALSE(TrafficClassifier::Parse("justakey").ok());
+  EXPECT_TRUE(TrafficClassifier::Parse("").ok());
 }
 
 TEST_F(RouterTest, PromptAsTokenIdsAndAbsentModelMeanTheServedModel) {
