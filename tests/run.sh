@@ -26,3 +26,5 @@ if [[ ! -x "$venv/bin/python" ]]; then
 fi
 "$venv/bin/pip" install -q --disable-pip-version-check -r tests/conformance/requirements.txt
 TANDEM_BUILD_DIR="$root/$build_dir" "$venv/bin/python" -m pytest -q tests/conformance
+# tandem-bench's own tests (trace parsing, malformed lines, a run against a fake server).
+"$venv/bin/python" -m pytest -q tests/perf/bench
