@@ -1,5 +1,6 @@
 #include "kv_tiers.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -40,6 +41,21 @@ void BindKvTierFlags(config::FlagSet* f, KvTierConfig* c) {
   f->String("kv-default-traffic-class", &c->default_traffic_class,
             "traffic class (chat, agent) of requests that name none",
             "TANDEM_KV_DEFAULT_TRAFFIC_CLASS");
+  f->Double("kv-device-low-watermark", &c->device_low_watermark,
+            "fraction of the device KV pool above which cold cached blocks are copied to host "
+            "memory ahead of eviction (1: only at eviction)",
+            "TANDEM_KV_DEVICE_LOW_WATERMARK");
+  f->Double("kv-device-demotion-rate-mb-s", &c->device_demotion_mb_per_s,
+            "sustained rate of device-to-host demotion copies (MiB/s)",
+            "TANDEM_KV_DEVICE_DEMOTION_RATE_MB_S");
+}
+
+void ApplyDeviceDemotion(const KvTierConfig& c, engine::EngineConfig* e) {
+  e->device_low_watermark = c.device_low_watermark;
+  const std::uint64_t rate = std::max<std::uint64_t>(1, MiB(c.device_demotion_mb_per_s));
+  e->device_demotion_rate_bytes_per_s = rate;
+  // A sixteenth of a second's worth at once: smooth, yet a step's copies are not one by one.
+  e->device_demotion_burst_bytes = std::max<std::uint64_t>(1, rate / 16);
 }
 
 absl::StatusOr<kv::TieredKvStoreOptions> KvStoreOptions(const KvTierConfig& c) {
@@ -50,6 +66,12 @@ absl::StatusOr<kv::TieredKvStoreOptions> KvStoreOptions(const KvTierConfig& c) {
   if (!(c.demotion_mb_per_s > 0) || !(c.demotion_burst_mb > 0)) {
     return absl::InvalidArgumentError(
         "--kv-demotion-mb-per-s and --kv-demotion-burst-mb must be > 0");
+  }
+  if (!(c.device_low_watermark > 0 && c.device_low_watermark <= 1)) {
+    return absl::InvalidArgumentError("--kv-device-low-watermark must be in (0, 1]");
+  }
+  if (!(c.device_demotion_mb_per_s > 0)) {
+    return absl::InvalidArgumentError("--kv-device-demotion-rate-mb-s must be > 0");
   }
   if (c.ttl_chat_s <= 0 || c.ttl_agent_s <= 0) {
     return absl::InvalidArgumentError("--kv-ttl-chat-s and --kv-ttl-agent-s must be > 0");

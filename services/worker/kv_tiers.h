@@ -6,6 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "tandem/config/flags.h"
+#include "tandem/engine/engine.h"
 #include "tandem/kv/tiered_kv_store.h"
 #include "tandem/model/model.h"
 
@@ -25,6 +26,10 @@ struct KvTierConfig {
   std::int64_t ttl_agent_s = 3LL * 24 * 3600;
   std::int64_t disk_sync_ms = 1000;    // blocks written this long ago survive a crash (0: never)
   std::string default_traffic_class = "chat";  // for requests that name none
+  // Above this fraction of the device pool holding KV, cold cached device blocks are copied to
+  // host memory between engine steps (1: only when evicted), at most this fast.
+  double device_low_watermark = 0.8;
+  double device_demotion_mb_per_s = 256;
 };
 
 void BindKvTierFlags(config::FlagSet* flags, KvTierConfig* config);
@@ -39,6 +44,9 @@ absl::StatusOr<std::unique_ptr<kv::TieredKvStore>> OpenKvTiers(const KvTierConfi
 
 // The store options a config describes (validated; no I/O).
 absl::StatusOr<kv::TieredKvStoreOptions> KvStoreOptions(const KvTierConfig& config);
+
+// Sets the engine's device-tier demotion from the config (validated by KvStoreOptions).
+void ApplyDeviceDemotion(const KvTierConfig& config, engine::EngineConfig* engine);
 
 // The disk subdirectory for a model (see OpenKvTiers).
 std::string KvDiskSubdir(const model::ModelConfig& model, const model::KvLayout& layout,

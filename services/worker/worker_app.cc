@@ -103,6 +103,7 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
   ecfg.max_batch_tokens = cfg.max_batch_tokens;
   ecfg.enable_prefix_caching = cfg.prefix_caching;
   ecfg.lower_tiers = kv_tiers->get();
+  ApplyDeviceDemotion(cfg.kv_tiers, &ecfg);
   auto engine = engine::Engine::Create(model->get(), backend.get(), ecfg);
   if (!engine.ok()) return Fail(absl::StrCat("engine: ", engine.status().message()));
   if (kv_publisher != nullptr) {

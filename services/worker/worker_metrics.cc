@@ -161,8 +161,8 @@ void WorkerMetrics::SampleTiers(const engine::KvTierStats& e, std::int64_t devic
   TierMetrics& dev = tiers_[kDevice];
   dev.hits.Sync(d(e.device_hit_blocks));
   dev.misses.Sync(d(e.host_hit_blocks + e.disk_hit_blocks + e.miss_blocks));
-  dev.demotions.Sync(d(e.spilled_blocks));
-  dev.evictions.Sync(d(e.spilled_blocks + e.spill_dropped_blocks));
+  dev.demotions.Sync(d(e.spilled_blocks + e.demoted_blocks));
+  dev.evictions.Sync(d(e.spilled_blocks + e.spill_dropped_blocks + e.evicted_demoted_blocks));
   dev.blocks->Set(d(device_blocks));
   dev.bytes->Set(d(device_blocks * device_block_bytes));
   fetch_shortfall_.Sync(d(e.fetch_shortfall_blocks));

@@ -23,8 +23,9 @@ namespace {
 
 constexpr int kBlockSize = 4;
 constexpr int kPoolBlocks = 12;
-// testing::FakeModel: 2 layers x 4 floats per token.
-constexpr std::uint64_t kBlockBytes = kBlockSize * 2 * testing::FakeModel::kFloatsPerToken * sizeof(float);
+// FakeModel: 2 layers x 4 floats per token.
+constexpr std::uint64_t kBlockBytes =
+    kBlockSize * 2 * testing::FakeModel::kFloatsPerToken * sizeof(float);
 // One block at once, two per second: with 250 ms steps, at most one block every other step.
 constexpr std::uint64_t kRateBytesPerS = 2 * kBlockBytes;
 constexpr std::uint64_t kBurstBytes = kBlockBytes;
@@ -41,7 +42,9 @@ std::vector<std::int32_t> Prompt(int seed, int len) {
 }
 
 // 23 prompt tokens + 2 generated: 24 tokens of KV, six full blocks, all cached afterwards.
-testing::Request SixBlockRequest(const std::string& id, int seed) { return {id, Prompt(seed, 23), testing::Greedy(2)}; }
+testing::Request SixBlockRequest(const std::string& id, int seed) {
+  return {id, Prompt(seed, 23), testing::Greedy(2)};
+}
 
 class DeviceDemotionTest : public ::testing::Test {
  protected:
