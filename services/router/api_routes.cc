@@ -15,7 +15,7 @@ http::Response Counted(const RouteDeps& deps, const char* endpoint, http::Respon
 
 absl::Status InstallRoutes(http::Router* router, const RouteDeps& deps) {
   TANDEM_RETURN_IF_ERROR(router->Handle("POST", "/v1/completions", [deps](const http::Request& r) {
-    return deps.generation->Handle(ApiEndpoint::kCompletions, r);
+    return deps.generation->Handle(r);
   }));
   TANDEM_RETURN_IF_ERROR(
       router->Handle("POST", "/v1/chat/completions", [deps](const http::Request& r) {

@@ -9,9 +9,7 @@
 namespace tandem::router {
 namespace {
 
-const char* EndpointPath(ApiEndpoint endpoint) {
-  return endpoint == ApiEndpoint::kChatCompletions ? "/v1/chat/completions" : "/v1/completions";
-}
+constexpr char kPath[] = "/v1/completions";
 
 std::int64_t UnixSeconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(
@@ -32,28 +30,22 @@ http::Response GenerationApi::Fail(const std::string& endpoint, const ApiError& 
   return error.ToResponse();
 }
 
-std::string GenerationApi::NewRequestId(ApiEndpoint endpoint) {
+std::string GenerationApi::NewRequestId() {
   std::uint64_t a, b;
   {
     absl::MutexLock lock(&id_mu_);
     a = id_rng_();
     b = id_rng_();
   }
-  return absl::StrFormat("%s-%016x%016x",
-                         endpoint == ApiEndpoint::kChatCompletions ? "chatcmpl" : "cmpl", a, b);
+  return absl::StrFormat("cmpl-%016x%016x", a, b);
 }
 
 std::optional<ApiError> GenerationApi::PromptIds(const OpenAiRequest& request,
                                                  std::vector<std::int32_t>* ids) const {
   const tokenizer::Tokenizer& tok = *deps_.tokenizer.tokenizer;
-  const bool chat = request.endpoint == ApiEndpoint::kChatCompletions;
-  const std::string param = chat ? "messages" : "prompt";
+  const std::string param = "prompt";
   std::string text;
-  if (chat) {
-    absl::StatusOr<std::string> rendered = deps_.renderer->Render(request.messages);
-    if (!rendered.ok()) return ApiError::Invalid(std::string(rendered.status().message()), param);
-    text = std::move(*rendered);
-  } else if (request.prompt_text.has_value()) {
+  if (request.prompt_text.has_value()) {
     text = *request.prompt_text;
   } else {
     for (std::int32_t id : request.prompt_ids) {
@@ -85,11 +77,11 @@ v1::SamplingParams GenerationApi::Sampling(const OpenAiRequest& r, int max_token
   return rpc::ToProto(p);
 }
 
-http::HandlerResult GenerationApi::Handle(ApiEndpoint endpoint, const http::Request& http_request) {
+http::HandlerResult GenerationApi::Handle(const http::Request& http_request) {
   const auto arrived = std::chrono::steady_clock::now();
-  const std::string path = EndpointPath(endpoint);
+  const std::string path = kPath;
   OpenAiRequest request;
-  if (auto error = ParseOpenAiRequest(endpoint, http_request.body, &request)) {
+  if (auto error = ParseOpenAiRequest(http_request.body, &request)) {
     return Fail(path, *error);
   }
   std::string traffic_class;
@@ -126,8 +118,7 @@ http::HandlerResult GenerationApi::Handle(ApiEndpoint endpoint, const http::Requ
   }
 
   JobSetup setup;
-  setup.response.endpoint = endpoint;
-  setup.response.id = NewRequestId(endpoint);
+  setup.response.id = NewRequestId();
   setup.response.created = UnixSeconds();
   setup.response.model = options_.served_model;
   setup.response.return_token_ids = request.return_token_ids;
@@ -156,16 +147,13 @@ http::HandlerResult GenerationApi::Handle(ApiEndpoint endpoint, const http::Requ
 std::optional<ApiError> GenerationApi::MaxTokens(const OpenAiRequest& request,
                                                  std::int64_t prompt_len, std::int64_t max_context,
                                                  std::int64_t* max_tokens) const {
-  const bool chat = request.endpoint == ApiEndpoint::kChatCompletions;
   if (prompt_len >= max_context) {
     return ApiError::Invalid(absl::StrCat("the prompt has ", prompt_len,
                                           " tokens; the model's context is ", max_context,
                                           " tokens"),
-                             chat ? "messages" : "prompt");
+                             "prompt");
   }
-  // OpenAI: 16 for completions; chat may use whatever context the prompt leaves.
-  *max_tokens = request.max_tokens.has_value() ? *request.max_tokens
-                                               : (chat ? max_context - prompt_len : 16);
+  *max_tokens = request.max_tokens.value_or(16);  // OpenAI's default for completions
   if (prompt_len + *max_tokens > max_context) {
     return ApiError::Invalid(absl::StrCat("the prompt (", prompt_len, " tokens) plus max_tokens (",
                                           *max_tokens, ") exceeds the model's context of ",

@@ -7,7 +7,6 @@
 
 #include "absl/synchronization/mutex.h"
 #include "admission.h"
-#include "chat_renderer.h"
 #include "dispatcher.h"
 #include "openai_request.h"
 #include "router_metrics.h"
@@ -28,8 +27,8 @@ struct TokenizerSetup {
   bool llama2c_conventions = false;
 };
 
-// POST /v1/completions and /v1/chat/completions: validation, tokenisation, admission, worker
-// selection, then a GenerationJob (streams run on TaskRunner threads).
+// POST /v1/completions: validation, tokenisation, admission, worker selection, then a
+// GenerationJob (streams run on TaskRunner threads). The conversation endpoints are ProtocolApi's.
 class GenerationApi {
  public:
   struct Options {
@@ -39,7 +38,6 @@ class GenerationApi {
   };
   struct Deps {
     TokenizerSetup tokenizer;
-    const ChatRenderer* renderer = nullptr;
     WorkerSelector* selector = nullptr;
     Dispatcher* dispatcher = nullptr;
     const RouterMetrics* metrics = nullptr;
@@ -48,7 +46,7 @@ class GenerationApi {
   };
   GenerationApi(Options options, Deps deps);
 
-  http::HandlerResult Handle(ApiEndpoint endpoint, const http::Request& request);
+  http::HandlerResult Handle(const http::Request& request);
 
   // Shutdown: refuses new generations and cancels the running ones.
   void CancelAll(absl::Status reason) { admission_.CloseAndCancelAll(std::move(reason)); }
@@ -65,7 +63,7 @@ class GenerationApi {
   std::optional<ApiError> MaxTokens(const OpenAiRequest& request, std::int64_t prompt_len,
                                     std::int64_t max_context, std::int64_t* max_tokens) const;
   http::HandlerResult Launch(std::shared_ptr<GenerationJob> job, bool stream) const;
-  std::string NewRequestId(ApiEndpoint endpoint);
+  std::string NewRequestId();
 
   const Options options_;
   const Deps deps_;

@@ -44,7 +44,7 @@ bool GenerationJob::OnTokens(std::span<const std::int32_t> ids) {
     full_text_ += delta;
     return !setup_.text->stopped();
   }
-  if (!OpenStream()) return false;
+  if (!channel_->OpenStream()) return false;
   const auto& all_ids = setup_.text->token_ids();
   std::span<const std::int32_t> new_ids(all_ids.data() + ids_before, all_ids.size() - ids_before);
   if (!delta.empty() || !new_ids.empty() || !sent_first_chunk_) {
@@ -71,17 +71,6 @@ void GenerationJob::RunToCompletion(std::shared_ptr<http::Responder> responder) 
                                                       ClientUsage(*outcome))));
 }
 
-bool GenerationJob::OpenStream() {
-  if (channel_->stream_open()) return true;
-  if (!channel_->OpenStream()) return false;
-  if (setup_.response.endpoint == ApiEndpoint::kChatCompletions) {
-    // Chat clients expect the assistant role before any content.
-    sent_first_chunk_ = true;
-    return WriteEvent(FormatChunk(setup_.response, /*first=*/true, "", {}, ""));
-  }
-  return true;
-}
-
 void GenerationJob::RunStreaming(std::shared_ptr<http::Responder> responder) {
   streaming_ = true;
   channel_ = std::make_unique<ClientChannel>(std::move(responder), setup_.canceller, setup_.metrics,
@@ -97,7 +86,7 @@ void GenerationJob::RunStreaming(std::shared_ptr<http::Responder> responder) {
     if (!channel_->client_gone() && WriteEvent(ApiError::FromStatus(outcome.status()).ToJson())) {
       WriteEvent("[DONE]");
     }
-  } else if (OpenStream()) {
+  } else if (channel_->OpenStream()) {
     const std::string tail = setup_.text->Finish();
     const std::string finish = FinishReasonName(setup_.text->stopped(), outcome->finish_reason);
     bool ok = true;

@@ -37,7 +37,7 @@ struct JobSetup {
   absl::Duration sse_write_timeout = absl::Seconds(30);
 };
 
-// Runs one generation and turns its tokens into an OpenAI response, whole or streamed.
+// Runs one /v1/completions generation and turns its tokens into the response, whole or streamed.
 class GenerationJob final : public TokenSink {
  public:
   explicit GenerationJob(JobSetup setup);
@@ -56,8 +56,6 @@ class GenerationJob final : public TokenSink {
   absl::StatusOr<GenerationOutcome> Dispatch();
   v1::Usage ClientUsage(const GenerationOutcome& outcome) const;
   bool WriteEvent(const std::string& data);
-  // Opens the SSE stream (once, with the chat role chunk); false when the client is gone.
-  bool OpenStream();
 
   JobSetup setup_;
   bool streaming_ = false;

@@ -26,8 +26,6 @@ json Envelope(const ResponseContext& ctx, const char* object) {
   return {{"id", ctx.id}, {"object", object}, {"created", ctx.created}, {"model", ctx.model}};
 }
 
-bool IsChat(const ResponseContext& ctx) { return ctx.endpoint == ApiEndpoint::kChatCompletions; }
-
 json FinishJson(const std::string& finish_reason) {
   return finish_reason.empty() ? json() : json(finish_reason);
 }
@@ -43,16 +41,12 @@ std::string FormatFullResponse(const ResponseContext& ctx, const std::string& te
                                std::span<const std::int32_t> token_ids,
                                const std::string& finish_reason, const v1::Usage& usage) {
   json choice = {{"index", 0}, {"finish_reason", finish_reason}, {"logprobs", nullptr}};
-  if (IsChat(ctx)) {
-    choice["message"] = {{"role", "assistant"}, {"content", text}};
-  } else {
-    choice["text"] = text;
-  }
+  choice["text"] = text;
   if (ctx.return_token_ids) {
     choice["token_ids"] = Ids(token_ids);
     choice["prompt_token_ids"] = Ids(ctx.prompt_ids);
   }
-  json body = Envelope(ctx, IsChat(ctx) ? "chat.completion" : "text_completion");
+  json body = Envelope(ctx, "text_completion");
   body["choices"] = json::array({std::move(choice)});
   body["usage"] = UsageJson(usage);
   return DumpJson(body);
@@ -61,29 +55,18 @@ std::string FormatFullResponse(const ResponseContext& ctx, const std::string& te
 std::string FormatChunk(const ResponseContext& ctx, bool first, const std::string& text,
                         std::span<const std::int32_t> token_ids, const std::string& finish_reason) {
   json choice = {{"index", 0}, {"finish_reason", FinishJson(finish_reason)}, {"logprobs", nullptr}};
-  if (IsChat(ctx)) {
-    json delta = json::object();
-    if (first) {
-      delta["role"] = "assistant";
-      delta["content"] = text;
-    } else if (!text.empty() || finish_reason.empty()) {
-      delta["content"] = text;
-    }
-    choice["delta"] = std::move(delta);
-  } else {
-    choice["text"] = text;
-  }
+  choice["text"] = text;
   if (ctx.return_token_ids) {
     choice["token_ids"] = Ids(token_ids);
     if (first) choice["prompt_token_ids"] = Ids(ctx.prompt_ids);
   }
-  json chunk = Envelope(ctx, IsChat(ctx) ? "chat.completion.chunk" : "text_completion");
+  json chunk = Envelope(ctx, "text_completion");
   chunk["choices"] = json::array({std::move(choice)});
   return DumpJson(chunk);
 }
 
 std::string FormatUsageChunk(const ResponseContext& ctx, const v1::Usage& usage) {
-  json chunk = Envelope(ctx, IsChat(ctx) ? "chat.completion.chunk" : "text_completion");
+  json chunk = Envelope(ctx, "text_completion");
   chunk["choices"] = json::array();
   chunk["usage"] = UsageJson(usage);
   return DumpJson(chunk);

@@ -12,8 +12,7 @@ namespace tandem::router {
 
 // What every response and chunk of one request repeats.
 struct ResponseContext {
-  ApiEndpoint endpoint = ApiEndpoint::kCompletions;
-  std::string id;  // cmpl-... / chatcmpl-...
+  std::string id;  // cmpl-...
   std::int64_t created = 0;
   std::string model;
   bool return_token_ids = false;
@@ -28,8 +27,8 @@ std::string FormatFullResponse(const ResponseContext& ctx, const std::string& te
                                std::span<const std::int32_t> token_ids,
                                const std::string& finish_reason, const v1::Usage& usage);
 
-// One streamed chunk's JSON. `first` marks the opening chunk (chat: the assistant role; with
-// return_token_ids: the prompt ids); `finish_reason` is empty until the last chunk.
+// One streamed chunk's JSON. `first` marks the opening chunk (with return_token_ids it carries
+// the prompt ids); `finish_reason` is empty until the last chunk.
 std::string FormatChunk(const ResponseContext& ctx, bool first, const std::string& text,
                         std::span<const std::int32_t> token_ids, const std::string& finish_reason);
 // The include_usage chunk: no choices, only usage.

@@ -111,70 +111,6 @@ std::optional<ApiError> ParsePrompt(const json& body, OpenAiRequest* out) {
   return std::nullopt;
 }
 
-std::optional<ApiError> ParseContent(const json& content, size_t index, std::string* out) {
-  const std::string param = absl::StrCat("messages[", index, "].content");
-  if (content.is_string()) {
-    *out = content.get<std::string>();
-    return std::nullopt;
-  }
-  if (!content.is_array()) {
-    return ApiError::Invalid(absl::StrCat("'", param, "' must be a string or an array of parts"),
-                             param);
-  }
-  for (const json& part : content) {
-    auto type = part.is_object() ? part.find("type") : part.end();
-    if (!part.is_object() || type == part.end() || *type != "text") {
-      return ApiError::Invalid(
-          absl::StrCat("'", param, "': only parts of type \"text\" are supported"), param);
-    }
-    auto text = part.find("text");
-    if (text == part.end() || !text->is_string()) {
-      return ApiError::Invalid(absl::StrCat("'", param, "': a text part needs a string 'text'"),
-                               param);
-    }
-    *out += text->get<std::string>();
-  }
-  return std::nullopt;
-}
-
-std::optional<ApiError> ParseMessages(const json& body, OpenAiRequest* out) {
-  auto it = body.find("messages");
-  if (it == body.end() || it->is_null()) {
-    return ApiError::Invalid("'messages' is required", "messages");
-  }
-  if (!it->is_array()) return ApiError::Invalid("'messages' must be an array", "messages");
-  if (it->empty()) return ApiError::Invalid("'messages' must not be empty", "messages");
-  for (size_t i = 0; i < it->size(); ++i) {
-    const json& m = (*it)[i];
-    const std::string where = absl::StrCat("messages[", i, "]");
-    if (!m.is_object()) return ApiError::Invalid(absl::StrCat("'", where, "' must be an object"), where);
-    auto role = m.find("role");
-    if (role == m.end() || !role->is_string()) {
-      return ApiError::Invalid(absl::StrCat("'", where, ".role' must be a string"),
-                               where + ".role");
-    }
-    const std::string r = role->get<std::string>();
-    if (r != "system" && r != "user" && r != "assistant" && r != "tool" && r != "developer") {
-      return ApiError::Invalid(absl::StrCat("'", where, ".role' '", r,
-                                            "' is not one of system, user, assistant, tool"),
-                               where + ".role");
-    }
-    ChatMessage message{r, ""};
-    auto content = m.find("content");
-    if (content == m.end() || content->is_null()) {
-      // An assistant turn that only called tools has no content.
-      if (r != "assistant") {
-        return ApiError::Invalid(absl::StrCat("'", where, ".content' is required"),
-                                 where + ".content");
-      }
-    } else {
-      TANDEM_API_CHECK(ParseContent(*content, i, &message.content));
-    }
-    out->messages.push_back(std::move(message));
-  }
-  return std::nullopt;
-}
-
 std::optional<ApiError> ParseStop(const FieldReader& f, OpenAiRequest* out) {
   const json* stop = f.Find("stop");
   if (stop == nullptr) return std::nullopt;
@@ -190,19 +126,15 @@ std::optional<ApiError> ParseStop(const FieldReader& f, OpenAiRequest* out) {
   return std::nullopt;
 }
 
-std::optional<ApiError> ParseUnsupported(const FieldReader& f, ApiEndpoint endpoint) {
+std::optional<ApiError> ParseUnsupported(const FieldReader& f) {
   std::int64_t n = 1;
   TANDEM_API_CHECK(f.Int("n", &n));
   if (n != 1) return ApiError::Invalid("only n = 1 is supported", "n");
   bool echo = false;
   TANDEM_API_CHECK(f.Bool("echo", &echo));
   if (echo) return ApiError::Invalid("echo is not supported", "echo");
-  if (const json* logprobs = f.Find("logprobs"); logprobs != nullptr) {
-    // Chat spells "no log-probabilities" as false; completions as null.
-    if (!(endpoint == ApiEndpoint::kChatCompletions && logprobs->is_boolean() &&
-          !logprobs->get<bool>())) {
-      return ApiError::Invalid("logprobs are not supported", "logprobs");
-    }
+  if (f.Find("logprobs") != nullptr) {
+    return ApiError::Invalid("logprobs are not supported", "logprobs");
   }
   if (const json* user = f.Find("user"); user != nullptr && !user->is_string()) {
     return FieldReader::TypeError("user", "a string");
@@ -210,8 +142,7 @@ std::optional<ApiError> ParseUnsupported(const FieldReader& f, ApiEndpoint endpo
   return std::nullopt;
 }
 
-std::optional<ApiError> ParseSampling(const FieldReader& f, ApiEndpoint endpoint,
-                                      OpenAiRequest* out) {
+std::optional<ApiError> ParseSampling(const FieldReader& f, OpenAiRequest* out) {
   TANDEM_API_CHECK(f.Number("temperature", &out->sampling.temperature, 0.0, 2.0));
   TANDEM_API_CHECK(f.Number("top_p", &out->sampling.top_p, 0.0, 1.0, /*lo_open=*/true));
   TANDEM_API_CHECK(f.Number("min_p", &out->sampling.min_p, 0.0, 1.0));
@@ -230,14 +161,12 @@ std::optional<ApiError> ParseSampling(const FieldReader& f, ApiEndpoint endpoint
   TANDEM_API_CHECK(f.Int("seed", &seed, &has_seed));
   if (has_seed) out->sampling.seed = static_cast<std::uint64_t>(seed);
 
-  for (const char* name : {"max_tokens", "max_completion_tokens"}) {
-    if (endpoint == ApiEndpoint::kCompletions && std::string(name) != "max_tokens") continue;
-    bool present = false;
-    std::int64_t max_tokens = 0;
-    TANDEM_API_CHECK(f.Int(name, &max_tokens, &present));
-    if (!present) continue;
+  bool present = false;
+  std::int64_t max_tokens = 0;
+  TANDEM_API_CHECK(f.Int("max_tokens", &max_tokens, &present));
+  if (present) {
     if (max_tokens < 1 || max_tokens > std::numeric_limits<std::int32_t>::max()) {
-      return ApiError::Invalid(absl::StrCat("'", name, "' must be at least 1"), name);
+      return ApiError::Invalid("'max_tokens' must be at least 1", "max_tokens");
     }
     out->max_tokens = static_cast<int>(max_tokens);
   }
@@ -246,10 +175,8 @@ std::optional<ApiError> ParseSampling(const FieldReader& f, ApiEndpoint endpoint
 
 }  // namespace
 
-std::optional<ApiError> ParseOpenAiRequest(ApiEndpoint endpoint, absl::string_view body,
-                                           OpenAiRequest* out) {
+std::optional<ApiError> ParseOpenAiRequest(absl::string_view body, OpenAiRequest* out) {
   *out = OpenAiRequest{};
-  out->endpoint = endpoint;
   const json parsed = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded()) return ApiError::Invalid("the request body is not valid JSON");
   if (!parsed.is_object()) return ApiError::Invalid("the request body must be a JSON object");
@@ -259,13 +186,9 @@ std::optional<ApiError> ParseOpenAiRequest(ApiEndpoint endpoint, absl::string_vi
     if (!model->is_string()) return FieldReader::TypeError("model", "a string");
     out->model = model->get<std::string>();
   }
-  if (endpoint == ApiEndpoint::kCompletions) {
-    TANDEM_API_CHECK(ParsePrompt(parsed, out));
-  } else {
-    TANDEM_API_CHECK(ParseMessages(parsed, out));
-  }
-  TANDEM_API_CHECK(ParseUnsupported(f, endpoint));
-  TANDEM_API_CHECK(ParseSampling(f, endpoint, out));
+  TANDEM_API_CHECK(ParsePrompt(parsed, out));
+  TANDEM_API_CHECK(ParseUnsupported(f));
+  TANDEM_API_CHECK(ParseSampling(f, out));
   TANDEM_API_CHECK(f.Bool("stream", &out->stream));
   TANDEM_API_CHECK(f.Bool("return_token_ids", &out->return_token_ids));
   if (const json* options = f.Find("stream_options"); options != nullptr) {

@@ -7,23 +7,19 @@
 
 #include "absl/strings/string_view.h"
 #include "api_error.h"
-#include "chat_renderer.h"
 #include "tandem/engine/sampling.h"
 
 namespace tandem::router {
 
-enum class ApiEndpoint { kCompletions, kChatCompletions };
-
-// The fields of an OpenAI completions or chat request that the router honours, type- and
-// range-checked. Absent optional fields keep the OpenAI defaults.
+// The fields of an OpenAI completions request that the router honours, type- and range-checked.
+// Absent optional fields keep the OpenAI defaults. (Chat Completions, Responses and Messages go
+// through the recipe: protocol_api.h.)
 struct OpenAiRequest {
-  ApiEndpoint endpoint = ApiEndpoint::kCompletions;
   std::string model;  // empty: the served model
   // Completions: the prompt as text, or as token ids when the client sent ids.
   std::optional<std::string> prompt_text;
   std::vector<std::int32_t> prompt_ids;
-  std::vector<ChatMessage> messages;  // chat
-  std::optional<int> max_tokens;      // absent: 16 (completions) or the rest of the context (chat)
+  std::optional<int> max_tokens;  // absent: 16, as OpenAI
   // Temperature, top-k/p, min-p, penalties and seed; stop ids and max_tokens are set later, once
   // the model's conventions and context are known.
   engine::SamplingParams sampling;
@@ -34,7 +30,6 @@ struct OpenAiRequest {
 };
 
 // Parses and validates a request body; the error names the offending field.
-std::optional<ApiError> ParseOpenAiRequest(ApiEndpoint endpoint, absl::string_view body,
-                                           OpenAiRequest* out);
+std::optional<ApiError> ParseOpenAiRequest(absl::string_view body, OpenAiRequest* out);
 
 }  // namespace tandem::router

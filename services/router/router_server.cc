@@ -63,7 +63,6 @@ absl::Status RouterServer::Init() {
                              .max_in_flight = cfg.max_in_flight,
                              .request_timeout = std::chrono::milliseconds(cfg.request_timeout_ms)},
       GenerationApi::Deps{.tokenizer = options_.tokenizer,
-                          .renderer = &renderer_,
                           .selector = selector_.get(),
                           .dispatcher = dispatcher_.get(),
                           .metrics = &metrics_,

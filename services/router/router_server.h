@@ -7,7 +7,6 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "chat_renderer.h"
 #include "dispatcher.h"
 #include "generation_api.h"
 #include "protocol_api.h"
@@ -59,7 +58,6 @@ class RouterServer {
   std::unique_ptr<PrefixRouter> prefix_router_;
   std::unique_ptr<PolicySelector> selector_;
   std::unique_ptr<Dispatcher> dispatcher_;
-  PlainChatRenderer renderer_;
   TaskRunner runner_;
   std::unique_ptr<GenerationApi> generation_;
   std::unique_ptr<ProtocolApi> protocols_;

@@ -198,7 +198,9 @@ TEST_P(ValidationTest, AnswersTheRightErrorAndLeaksNothing) {
   EXPECT_TRUE(body["error"]["message"].is_string());
   EXPECT_TRUE(body["error"]["type"].is_string());
   EXPECT_TRUE(body["error"].contains("code"));
-  if (!c.param.empty()) EXPECT_EQ(body["error"]["param"], c.param) << r.body;
+  if (!c.param.empty()) {
+    EXPECT_EQ(body["error"]["param"], c.param) << r.body;
+  }
   EXPECT_TRUE(w->calls().empty()) << "an invalid request reached a worker";
   ExpectNothingInFlight();
 }

@@ -1,7 +1,6 @@
 #include <string>
 #include <vector>
 
-#include "chat_renderer.h"
 #include "fake_worker.h"
 #include "gtest/gtest.h"
 #include "stop_matcher.h"
@@ -58,12 +57,6 @@ TEST(TextStreamTest, AnUnfinishedCharacterAtTheEndBecomesAReplacement) {
   TextStream s(tok, 1, {}, {});
   EXPECT_EQ(s.Push(0xC3 + 3).value(), "");
   EXPECT_EQ(s.Finish(), "\xEF\xBF\xBD");
-}
-
-TEST(PlainChatRendererTest, JoinsContentsWithNewlines) {
-  PlainChatRenderer r;
-  EXPECT_EQ(r.Render({{"user", "Once upon a time"}}).value(), "Once upon a time");
-  EXPECT_EQ(r.Render({{"system", "a"}, {"user", "b"}, {"assistant", "c"}}).value(), "a\nb\nc");
 }
 
 }  // namespace
