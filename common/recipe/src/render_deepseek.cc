@@ -193,8 +193,9 @@ class DeepseekRenderer {
       const Message& m = *out[i];
       if (m.role == Role::kAssistant && m.tool_calls.has_value() && !m.tool_calls->empty()) {
         call_order.clear();
-        for (std::size_t k = 0; k < m.tool_calls->size(); ++k) {
-          call_order.try_emplace((*m.tool_calls)[k].id, static_cast<int>(k));
+        const std::vector<ToolCall> calls = CallsInRenderOrder(*m.tool_calls);
+        for (std::size_t k = 0; k < calls.size(); ++k) {
+          call_order.try_emplace(calls[k].id, static_cast<int>(k));
         }
       }
       if (m.role != Role::kUser && m.role != Role::kTool) {
@@ -312,7 +313,19 @@ class DeepseekRenderer {
     b_.Template(absl::StrCat("</｜DSML｜", dsml_.parameter, ">"));
   }
 
-  void RenderToolCalls(const std::vector<ToolCall>& calls) {
+  // V4 writes a turn's calls (and so their results) sorted by call id, byte order; V4.1 keeps the
+  // order the assistant made them in.
+  std::vector<ToolCall> CallsInRenderOrder(const std::vector<ToolCall>& calls) const {
+    std::vector<ToolCall> ordered = calls;
+    if (!v41_) {
+      std::stable_sort(ordered.begin(), ordered.end(),
+                       [](const ToolCall& a, const ToolCall& b) { return a.id < b.id; });
+    }
+    return ordered;
+  }
+
+  void RenderToolCalls(const std::vector<ToolCall>& unordered) {
+    const std::vector<ToolCall> calls = CallsInRenderOrder(unordered);
     b_.Template(absl::StrCat("\n\n<｜DSML｜", dsml_.calls, ">\n"));
     for (std::size_t k = 0; k < calls.size(); ++k) {
       if (k > 0) b_.Text("\n");
