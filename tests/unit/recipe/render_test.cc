@@ -221,5 +221,18 @@ TEST(PlainRenderTest, MessagesJoinedByNewline) {
   EXPECT_TRUE(r.special_ranges.empty());
 }
 
+TEST(RenderTest, V4OrdersCallsAndResultsByCallIdWhileV41KeepsTheAssistantsOrder) {
+  Message call = Assistant("");
+  call.tool_calls = std::vector<ToolCall>{{"id_b", "f", R"({"x": 1})"}, {"id_a", "f", R"({"x": 2})"}};
+  Conversation c = NoThinking({User("q"), call, Tool("rb", "id_b"), Tool("ra", "id_a"), User("next")});
+  c.tools = {Fn("f")};
+  const std::string v4 = RenderConversation(c, ModelVersion::kDeepseekV4).prompt;
+  EXPECT_LT(v4.find(">2<"), v4.find(">1<")) << v4;
+  EXPECT_LT(v4.find("<tool_result>ra"), v4.find("<tool_result>rb")) << v4;
+  const std::string v41 = RenderConversation(c, ModelVersion::kDeepseekV41).prompt;
+  EXPECT_LT(v41.find(">1<"), v41.find(">2<")) << v41;
+  EXPECT_LT(v41.find("<tool_result>rb"), v41.find("<tool_result>ra")) << v41;
+}
+
 }  // namespace
 }  // namespace tandem::recipe
