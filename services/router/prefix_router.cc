@@ -190,15 +190,7 @@ v1::KvEventAck PrefixRouter::OnEvents(const v1::KvEventBatch& batch) {
 }
 
 std::vector<BlockHash> PrefixRouter::BlockHashes(std::span<const std::int32_t> prompt) const {
-  std::vector<BlockHash> chain;
-  const std::size_t block = static_cast<std::size_t>(options_.block_size);
-  chain.reserve(prompt.size() / block);
-  BlockHash parent = 0;
-  for (std::size_t start = 0; start + block <= prompt.size(); start += block) {
-    parent = ChainedBlockHash(parent, prompt.subspan(start, block));
-    chain.push_back(parent);
-  }
-  return chain;
+  return ChainedBlockHashes(prompt, static_cast<std::size_t>(options_.block_size));
 }
 
 int PrefixRouter::NewTicket(const Ticket& ticket) {

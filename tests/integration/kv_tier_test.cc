@@ -135,15 +135,7 @@ class SnapshotRouter final : public v1::RouterControl::Service {
 
 // Chained hashes of a prompt's full blocks.
 std::vector<std::uint64_t> BlockHashes(const std::vector<int>& prompt) {
-  std::vector<std::uint64_t> out;
-  std::uint64_t parent = 0;
-  for (std::size_t b = 0; (b + 1) * kBlockSize <= prompt.size(); ++b) {
-    const std::vector<std::int32_t> block(prompt.begin() + b * kBlockSize,
-                                          prompt.begin() + (b + 1) * kBlockSize);
-    parent = ChainedBlockHash(parent, block);
-    out.push_back(parent);
-  }
-  return out;
+  return ChainedBlockHashes(prompt, kBlockSize);
 }
 
 class KvTierTest : public ::testing::Test {

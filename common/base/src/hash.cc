@@ -41,4 +41,16 @@ std::uint64_t ChainedBlockHash(std::uint64_t parent, std::span<const std::int32_
   return StableHash64(buf, parent + 0x9e3779b97f4a7c15ULL);
 }
 
+std::vector<std::uint64_t> ChainedBlockHashes(std::span<const std::int32_t> tokens,
+                                              std::size_t block_size, std::uint64_t parent) {
+  std::vector<std::uint64_t> chain;
+  if (block_size == 0) return chain;
+  chain.reserve(tokens.size() / block_size);
+  for (std::size_t start = 0; start + block_size <= tokens.size(); start += block_size) {
+    parent = ChainedBlockHash(parent, tokens.subspan(start, block_size));
+    chain.push_back(parent);
+  }
+  return chain;
+}
+
 }  // namespace tandem

@@ -36,13 +36,10 @@ bool Engine::StartTierFetch(Sequence* seq, const BlockManager::PrefixMatch& matc
   const int device = static_cast<int>(match.blocks.size());
   if (device >= reusable) return false;
   const std::span<const std::int32_t> tokens(seq->tokens);
-  std::vector<std::uint64_t> chain;
-  chain.reserve(reusable - device);
-  std::uint64_t parent = device == 0 ? 0 : match.hashes.back();
-  for (int i = device; i < reusable; ++i) {
-    parent = ChainedBlockHash(parent, tokens.subspan(static_cast<std::size_t>(i) * bs, bs));
-    chain.push_back(parent);
-  }
+  const std::vector<std::uint64_t> chain = ChainedBlockHashes(
+      tokens.subspan(static_cast<std::size_t>(device) * bs,
+                     static_cast<std::size_t>(reusable - device) * bs),
+      static_cast<std::size_t>(bs), device == 0 ? 0 : match.hashes.back());
   kv::TieredKvStore& lower = *config_.lower_tiers;
   absl::StatusOr<kv::LookupResult> found = lower.Lookup(seq->traffic_class, chain);
   if (!found.ok() || found->available_prefix == 0) return false;

@@ -29,4 +29,15 @@ TEST(ChainedBlockHash, DependsOnParentAndEveryToken) {
 }
 
 }  // namespace
+TEST(ChainedBlockHashes, ChainsEveryFullBlockAndContinuesFromAParent) {
+  const std::vector<std::int32_t> tokens = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  const std::span<const std::int32_t> all(tokens);
+  const std::uint64_t h0 = ChainedBlockHash(0, all.subspan(0, 4));
+  const std::uint64_t h1 = ChainedBlockHash(h0, all.subspan(4, 4));
+  EXPECT_EQ(ChainedBlockHashes(all, 4), (std::vector<std::uint64_t>{h0, h1}));  // 9, 10 partial
+  EXPECT_EQ(ChainedBlockHashes(all.subspan(4), 4, h0), (std::vector<std::uint64_t>{h1}));
+  EXPECT_TRUE(ChainedBlockHashes(all.first(3), 4).empty());
+  EXPECT_TRUE(ChainedBlockHashes(all, 0).empty());
+}
+
 }  // namespace tandem
