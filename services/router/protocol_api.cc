@@ -95,12 +95,16 @@ absl::StatusOr<std::vector<std::int32_t>> ProtocolApi::Encode(
       recipe::RenderConversation(conversation, ModelVersionOf(options_.format)), *bpe_);
 }
 
-absl::StatusOr<ProtocolApi::Prepared> ProtocolApi::Prepare(recipe::Protocol protocol,
-                                                           absl::string_view body) const {
+absl::StatusOr<ordered_json> ProtocolApi::ParseBody(absl::string_view body) {
   ordered_json json = ordered_json::parse(body.begin(), body.end(), nullptr,
                                           /*allow_exceptions=*/false);
   if (json.is_discarded()) return recipe::RequestError("the request body is not valid JSON");
   if (!json.is_object()) return recipe::RequestError("the request body must be a JSON object");
+  return json;
+}
+
+absl::StatusOr<ProtocolApi::Prepared> ProtocolApi::Prepare(recipe::Protocol protocol,
+                                                           ordered_json json) const {
   // A request without a model means the served one (as /v1/completions has always accepted).
   if (!json.contains("model")) json["model"] = options_.served_model;
   if (auto model = json.find("model"); model != json.end() && model->is_string() &&
@@ -151,7 +155,9 @@ http::HandlerResult ProtocolApi::Handle(recipe::Protocol protocol, const http::R
                                           traffic_class.status().message(),
                                           "X-Tandem-Traffic-Class"));
   }
-  absl::StatusOr<Prepared> prepared = Prepare(protocol, http_request.body);
+  absl::StatusOr<ordered_json> body = ParseBody(http_request.body);
+  if (!body.ok()) return Fail(protocol, path, body.status());
+  absl::StatusOr<Prepared> prepared = Prepare(protocol, std::move(*body));
   if (!prepared.ok()) return Fail(protocol, path, prepared.status());
 
   auto canceller = std::make_shared<CallCanceller>();
@@ -204,12 +210,11 @@ http::HandlerResult ProtocolApi::Handle(recipe::Protocol protocol, const http::R
 
 http::HandlerResult ProtocolApi::CountTokens(const http::Request& http_request) {
   const std::string path = "/v1/messages/count_tokens";
-  ordered_json json = ordered_json::parse(http_request.body.begin(), http_request.body.end(),
-                                          nullptr, /*allow_exceptions=*/false);
+  absl::StatusOr<ordered_json> body = ParseBody(http_request.body);
+  if (!body.ok()) return Fail(recipe::Protocol::kMessages, path, body.status());
   // count_tokens takes a Messages request without max_tokens; conversion needs one.
-  if (json.is_object() && !json.contains("max_tokens")) json["max_tokens"] = 1;
-  absl::StatusOr<Prepared> prepared =
-      Prepare(recipe::Protocol::kMessages, json.is_discarded() ? http_request.body : json.dump());
+  if (!body->contains("max_tokens")) (*body)["max_tokens"] = 1;
+  absl::StatusOr<Prepared> prepared = Prepare(recipe::Protocol::kMessages, std::move(*body));
   if (!prepared.ok()) return Fail(recipe::Protocol::kMessages, path, prepared.status());
   const ordered_json answer = {{"input_tokens", prepared->prompt.size()}};
   if (deps_.metrics != nullptr) deps_.metrics->CountRequest(path, 200);

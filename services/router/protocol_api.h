@@ -57,8 +57,10 @@ class ProtocolApi {
     recipe::ConversationRequest request;
     std::vector<std::int32_t> prompt;
   };
-  // Parse, check the model, convert, render, encode. Errors are protocol envelopes.
-  absl::StatusOr<Prepared> Prepare(recipe::Protocol protocol, absl::string_view body) const;
+  // The body as a JSON object, or the error that it is not one.
+  static absl::StatusOr<nlohmann::ordered_json> ParseBody(absl::string_view body);
+  // Check the model, convert, render, encode. Errors carry the protocol envelope's fields.
+  absl::StatusOr<Prepared> Prepare(recipe::Protocol protocol, nlohmann::ordered_json body) const;
   absl::StatusOr<std::vector<std::int32_t>> Encode(const recipe::Conversation& conversation) const;
   http::Response Fail(recipe::Protocol protocol, const std::string& endpoint,
                       const absl::Status& status) const;
