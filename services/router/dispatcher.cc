@@ -21,6 +21,9 @@ struct Dispatcher::StreamState {
   WorkerLease* prefill_lease = nullptr;  // told when the prefill answers (routing learns speeds)
   bool stopped_by_sink = false;
   std::uint32_t tokens_seen = 0;
+  // Combined workers compute the prompt themselves and say how much of it was cached with their
+  // first tokens; a decode worker's count is not the prompt's (the prefill's answer is).
+  bool cached_from_stream = false;
 
   // Forwards `ids` unless the sink already stopped; false once it has.
   bool Deliver(std::span<const std::int32_t> ids) {
@@ -71,6 +74,7 @@ absl::StatusOr<GenerationOutcome> Dispatcher::RunCombined(const GenerationReques
   call.set_first_token_id(-1);
   call.set_deadline_unix_ms(UnixMs(request.deadline));
   call.set_traffic_class(request.traffic_class);
+  state->cached_from_stream = true;
   return StreamGenerate(worker, call, request, canceller, state);
 }
 
@@ -155,6 +159,10 @@ absl::StatusOr<GenerationOutcome> Dispatcher::StreamGenerate(const WorkerEntry& 
   bool finished = false;
   while (reader->Read(&message)) {
     if (message.token_ids_size() > 0) {
+      if (state->cached_from_stream && message.has_usage()) {
+        state->sink->OnPromptCached(message.usage().cached_prompt_tokens());
+        state->cached_from_stream = false;
+      }
       // Once the output has ended (a stop sequence, possibly in the prefill's first token), the
       // worker is told to stop; it sees the cancellation and frees the request.
       if (state->stopped_by_sink ||

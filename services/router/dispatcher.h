@@ -37,8 +37,9 @@ class TokenSink {
   // False ends the generation early with FINISH_REASON_STOP (a stop sequence matched); the
   // workers are told to stop.
   virtual bool OnTokens(std::span<const std::int32_t> ids) = 0;
-  // How many prompt tokens the KV cache served, as soon as the worker that computed the prompt
-  // says (disaggregated: the prefill's answer, before the first token). Not called otherwise.
+  // How many prompt tokens the KV cache served, before the first token: from the prefill's answer
+  // (disaggregated) or the combined worker's first message. Not called by a worker that does not
+  // report it.
   virtual void OnPromptCached(std::uint32_t /*cached_prompt_tokens*/) {}
 };
 

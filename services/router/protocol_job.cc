@@ -30,7 +30,7 @@ void ProtocolJob::EnsureReady() {
   std::vector<recipe::OutputEvent> events = processor_.Ready(recipe::PromptUsage{
       .prompt_tokens = static_cast<std::int64_t>(setup_.generation.prompt_ids.size()),
       .prompt_cache_hit_tokens = cached_prompt_tokens_.value_or(0)});
-  if (streaming_) Send(std::move(events));
+  Send(std::move(events));
 }
 
 bool ProtocolJob::Send(std::vector<recipe::OutputEvent> events) {
@@ -57,7 +57,6 @@ bool ProtocolJob::OnTokens(std::span<const std::int32_t> ids) {
     }
     // A stop id (EOS) is not output: it ends the generation without a token of text.
     if (setup_.text->stopped() && piece->empty()) break;
-    if (!streaming_) token_texts_.push_back(*piece);
     if (!Send(processor_.Push(*piece, 1))) return false;
   }
   return !processor_.finished() && !setup_.text->stopped();
@@ -78,25 +77,17 @@ void ProtocolJob::RunToCompletion(std::shared_ptr<http::Responder> responder) {
                                              setup_.endpoint, setup_.sse_write_timeout);
   absl::StatusOr<GenerationOutcome> outcome = Dispatch();
   if (!outcome.ok()) return channel_->Answer(ErrorResponse(outcome.status()));
-  // Bytes held back for an unfinished character belong to tokens already counted.
-  std::string tail = setup_.text->Finish();
-  if (!tail.empty()) {
-    if (token_texts_.empty()) token_texts_.emplace_back();
-    token_texts_.back() += tail;
-  }
+  Complete(*outcome);
+  channel_->Answer(http::Response::Json(200, processor_.FinalResponse()));
+}
 
-  recipe::StreamProcessor replay(setup_.request, setup_.response_id, setup_.model,
-                                 setup_.created_unix_s);
-  replay.CountReasoningTokens(true);
-  replay.Ready(recipe::PromptUsage{
-      .prompt_tokens = static_cast<std::int64_t>(setup_.generation.prompt_ids.size()),
-      .prompt_cache_hit_tokens = outcome->usage.cached_prompt_tokens()});
-  for (const std::string& text : token_texts_) {
-    if (replay.finished()) break;
-    replay.Push(text, 1);
+bool ProtocolJob::Complete(const GenerationOutcome& outcome) {
+  EnsureReady();
+  // Bytes held back for an unfinished character belong to tokens already counted.
+  if (std::string tail = setup_.text->Finish(); !tail.empty() && !processor_.finished()) {
+    if (!Send(processor_.Push(tail, 0))) return false;
   }
-  replay.Finish(FinishOf(*outcome));
-  channel_->Answer(http::Response::Json(200, replay.FinalResponse()));
+  return Send(processor_.Finish(FinishOf(outcome)));
 }
 
 void ProtocolJob::RunStreaming(std::shared_ptr<http::Responder> responder) {
@@ -119,13 +110,7 @@ void ProtocolJob::RunStreaming(std::shared_ptr<http::Responder> responder) {
           .event = protocol == recipe::Protocol::kChatCompletions ? "" : "error"});
     }
   } else {
-    EnsureReady();
-    bool ok = true;
-    if (std::string tail = setup_.text->Finish(); !tail.empty() && !processor_.finished()) {
-      ok = Send(processor_.Push(tail, 0));
-    }
-    ok = ok && Send(processor_.Finish(FinishOf(*outcome)));
-    if (ok) {
+    if (Complete(*outcome)) {
       if (auto done = recipe::StreamProcessor::SseDoneData(setup_.request.protocol)) {
         channel_->Write(http::SseEvent{.data = *done});
       }

@@ -56,8 +56,10 @@ class ProtocolJob final : public TokenSink {
 
  private:
   absl::StatusOr<GenerationOutcome> Dispatch();
-  // Ready once, with the cache hits known by then (disaggregated: from the prefill).
+  // Ready once, with the cache hits the workers reported before the first token.
   void EnsureReady();
+  // The rest of the output and the end of the response; false when the client is gone.
+  bool Complete(const GenerationOutcome& outcome);
   bool Send(std::vector<recipe::OutputEvent> events);
   recipe::FinishReason FinishOf(const GenerationOutcome& outcome) const;
   http::Response ErrorResponse(const absl::Status& status) const;
@@ -69,10 +71,6 @@ class ProtocolJob final : public TokenSink {
   std::unique_ptr<ClientChannel> channel_;
   bool ready_ = false;
   std::optional<std::uint32_t> cached_prompt_tokens_;
-  // Non-streaming: `processor_` only watches for the end of the output (stop sequence, finished
-  // tool block); the response is built by replaying each token's text through a fresh processor
-  // once the usage (cache hits) is final.
-  std::vector<std::string> token_texts_;
   absl::Status decode_error_;
 };
 

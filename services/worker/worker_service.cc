@@ -225,6 +225,7 @@ grpc::Status WorkerService::Stream(grpc::ServerContext* context, const std::stri
     cancelled_total_.fetch_add(1);
     loop_->Cancel(request_id);
   };
+  bool sent_tokens = false;
   for (;;) {
     std::vector<serving::RequestUpdate> updates = queue.PopAll(std::chrono::milliseconds(20));
     if (!cancelled) {
@@ -239,6 +240,10 @@ grpc::Status WorkerService::Stream(grpc::ServerContext* context, const std::stri
     v1::GenerateResponse msg;
     bool finished = false;
     for (const serving::RequestUpdate& u : updates) {
+      if (!sent_tokens && !u.new_tokens.empty()) {
+        msg.mutable_usage()->set_cached_prompt_tokens(u.cached_tokens);
+        sent_tokens = true;
+      }
       for (std::int32_t t : u.new_tokens) msg.add_token_ids(t);
       if (!u.finished) continue;
       finished = true;

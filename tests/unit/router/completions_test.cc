@@ -243,6 +243,25 @@ TEST_F(RouterTest, ChatWithoutMaxTokensMayUseTheRestOfTheContext) {
   EXPECT_EQ(w->last_generate().sampling().max_tokens(), 64 - 3);
 }
 
+TEST_F(RouterTest, ChatReportsTheCombinedWorkersCacheHitsWholeAndStreamed) {
+  StartRouter();
+  AddWorker("w1", v1::WORKER_ROLE_COMBINED, {.tokens = Ids("Yes."), .cached_prompt_tokens = 3});
+  const json request = {{"messages", {{{"role", "user"}, {"content", "Well?"}}}}, {"max_tokens", 10}};
+  RawResponse r = Post("/v1/chat/completions", request);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json usage = json::parse(r.body)["usage"];
+  EXPECT_EQ(usage["prompt_cache_hit_tokens"], 3) << r.body;
+  EXPECT_EQ(usage["prompt_cache_miss_tokens"], usage["prompt_tokens"].get<int>() - 3) << r.body;
+
+  json streamed = request;
+  streamed["stream"] = true;
+  RawResponse head;
+  const auto events = StreamAll("/v1/chat/completions", streamed, &head);
+  ASSERT_GE(events.size(), 2u);
+  const json last = json::parse(events[events.size() - 2]);  // the final chunk, before [DONE]
+  EXPECT_EQ(last["usage"]["prompt_cache_hit_tokens"], 3) << events[events.size() - 2];
+}
+
 TEST_F(RouterTest, ChatStreamStartsWithTheRoleAndEndsWithDone) {
   StartRouter();
   AddWorker("w1", v1::WORKER_ROLE_COMBINED, {.tokens = Ids("Yes.")});

@@ -183,6 +183,8 @@ class FakeWorker final : public v1::Worker::Service {
       if (script_.token_delay.count() > 0) std::this_thread::sleep_for(script_.token_delay);
       const std::int32_t t = script_.tokens[sent++];
       v1::GenerateResponse msg;
+      // As real workers do: the first tokens of a prompt this worker computed say what was cached.
+      if (sent == 1 && !has_first) msg.mutable_usage()->set_cached_prompt_tokens(script_.cached_prompt_tokens);
       msg.add_token_ids(t);
       ++produced;
       if (is_stop(t)) {
