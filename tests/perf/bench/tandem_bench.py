@@ -74,6 +74,9 @@ def parse_args(argv):
     run.add_argument("--ignore-eos", action="store_true",
                      help="send ignore_eos (vLLM/SGLang extension) so outputs reach max_tokens")
     run.add_argument("--out", type=Path, required=True, help="JSON results")
+    run.add_argument("--emit-trace", type=Path, metavar="FILE",
+                     help="write the workload sent, in Mooncake format (ms after --time-scale,"
+                          " blocks of --block-tokens): replay it with tandem-sim --block-size")
     run.add_argument("--plot", type=Path, help="PNG of this run")
     plot = sub.add_parser("plot", help="overlay the runs of several JSON results")
     plot.add_argument("--out", type=Path, required=True)
@@ -122,6 +125,9 @@ def command_run(args) -> int:
     except (OSError, ValueError, ImportError) as e:
         print(f"error: --tokenizer {args.tokenizer}: {e}", file=sys.stderr)
         return 1
+    if args.emit_trace:
+        rows = workload.mooncake_rows(requests, args.block_tokens)
+        args.emit_trace.write_text("".join(json.dumps(row) + "\n" for row in rows))
     model = args.model or client.served_model(args.url)
     print(f"tandem-bench: {workload.describe(requests)} -> {args.url} ({model})", file=sys.stderr)
     results, wall = asyncio.run(replay(args, model, requests, vocab))

@@ -121,3 +121,76 @@ def test_a_fixed_poisson_run_measures_latencies_hits_and_throughput(tmp_path):
         assert sent == sorted(sent) and sent[-1] > 0.02  # spread by the Poisson arrivals
     finally:
         server.shutdown()
+
+
+def _recording_server():
+    """A FakeOpenAi whose handler class keeps this server's requests (one list per server)."""
+    seen = []
+
+    class Recording(FakeOpenAi):
+        def do_POST(self):
+            length = int(self.headers["Content-Length"])
+            body = self.rfile.read(length)
+            seen.append(json.loads(body))
+            self.rfile = io.BytesIO(body)
+            super().do_POST()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Recording)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, seen
+
+
+def test_emit_trace_writes_the_workload_sent_in_mooncake_format(tmp_path):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("\n".join(json.dumps(r) for r in [
+        {"timestamp": 0, "input_length": 1024, "output_length": 300, "hash_ids": [5, 6]},
+        {"timestamp": 100, "input_length": 700, "output_length": 50, "hash_ids": [5, 9]},
+        {"timestamp": 150, "input_length": 3000, "output_length": 50,
+         "hash_ids": [1, 2, 3, 4, 7, 8]},   # over --max-input-tokens: not sent, not emitted
+        {"timestamp": 300, "input_length": 100, "output_length": 1000, "hash_ids": [11]},
+    ]) + "\n")
+    server, seen = _recording_server()
+    try:
+        emitted = tmp_path / "sent.jsonl"
+        rc = tandem_bench.main(["run", "--url", f"http://127.0.0.1:{server.server_port}",
+                                "--trace", str(trace), "--time-scale", "2", "--block-tokens", "16",
+                                "--output-scale", "0.01", "--max-output-tokens", "3",
+                                "--max-input-tokens", "60", "--out", str(tmp_path / "run.json"),
+                                "--emit-trace", str(emitted)])
+        assert rc == 0
+    finally:
+        server.shutdown()
+    rows = [json.loads(line) for line in emitted.read_text().splitlines()]
+    # The emitted file is a valid trace of 16-token blocks (tandem-sim --block-size 16).
+    assert workload.read_trace(emitted, 16, log=io.StringIO()) == rows
+    assert [r["timestamp"] for r in rows] == [0, 50, 150]  # ms after x2 compression
+    assert [r["hash_ids"] for r in rows] == [[5, 6], [5, 9], [11]]
+    # What the server received, request by request, in arrival order.
+    by_prompt = {r["prompt"]: r for r in seen}
+    sent = [by_prompt[workload.plain_vocabulary().prompt(
+        workload.BenchRequest(0, row["input_length"], 0, row["hash_ids"]), 16)] for row in rows]
+    assert [len(s["prompt"].split()) for s in sent] == [r["input_length"] for r in rows]
+    assert [r["input_length"] for r in rows] == [32, 22, 3]
+    assert [s["max_tokens"] for s in sent] == [r["output_length"] for r in rows] == [3, 1, 3]
+    # Equal first ids are equal first 16 prompt tokens, as the simulator will assume.
+    assert sent[0]["prompt"].split()[:16] == sent[1]["prompt"].split()[:16]
+    assert sent[0]["prompt"].split()[16:] != sent[1]["prompt"].split()[16:22]
+
+
+def test_emit_trace_gives_fixed_prompts_one_unshared_id_per_block(tmp_path):
+    server, _ = _recording_server()
+    try:
+        emitted = tmp_path / "sent.jsonl"
+        rc = tandem_bench.main(["run", "--url", f"http://127.0.0.1:{server.server_port}", "--fixed",
+                                "--num-requests", "4", "--input-tokens", "40",
+                                "--output-tokens", "2", "--block-tokens", "16",
+                                "--out", str(tmp_path / "run.json"), "--emit-trace", str(emitted)])
+        assert rc == 0
+    finally:
+        server.shutdown()
+    rows = workload.read_trace(emitted, 16, log=io.StringIO())
+    assert len(rows) == 4
+    assert all((r["input_length"], r["output_length"], len(r["hash_ids"])) == (40, 2, 3)
+               for r in rows)
+    ids = [i for r in rows for i in r["hash_ids"]]
+    assert len(set(ids)) == len(ids)

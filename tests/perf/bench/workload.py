@@ -108,6 +108,25 @@ def fixed_requests(count: int, input_tokens: int, output_tokens: int, rate: floa
     return out
 
 
+def mooncake_rows(requests: list[BenchRequest], block_tokens: int) -> list[dict]:
+    """The workload as sent, in Mooncake format with `block_tokens`-token blocks, for tandem-sim
+    (`--block-size block_tokens`, no `--speedup`: timestamps are already the scaled arrivals, ms).
+    A prompt with fewer ids than blocks (fixed-length workloads: one id makes the whole text) gets
+    fresh ids for the rest, unused by any other request, so it shares nothing, as it did when
+    sent."""
+    fresh = 1 + max((i for r in requests for i in r.hash_ids), default=-1)
+    rows = []
+    for r in requests:
+        blocks = -(-r.input_tokens // block_tokens)
+        ids = list(r.hash_ids[:blocks])
+        while len(ids) < blocks:
+            ids.append(fresh)
+            fresh += 1
+        rows.append({"timestamp": round(r.arrival_s * 1000.0, 3), "input_length": r.input_tokens,
+                     "output_length": r.output_tokens, "hash_ids": ids})
+    return rows
+
+
 class Vocabulary:
     """Words that each encode to exactly one token of the server's tokenizer, so a block of N words
     is N tokens and equal hash ids give equal token blocks."""
