@@ -1,8 +1,11 @@
 // tandem-sim --trace FILE --prefill-workers N --decode-workers M --policy NAME [--policy NAME...]
 //            [--capacity-blocks B] [--speedup S] [--block-size T] [--decode-capacity-blocks B]
 //            [--prefill-slowdown F1,F2,...] [--tandem KEY=VALUE ...]
+//            [cost model: --prefill-overhead-s X --prefill-s-per-token X --kv-transfer-s-per-block X
+//             --decode-base-s X --decode-per-seq-s X --decode-per-block-s X]
 // Prints one JSON object per policy, one per line; malformed trace lines go to stderr.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -21,6 +24,9 @@ constexpr char kUsage[] =
     "                  [--decode-capacity-blocks B] [--prefill-slowdown F1,F2,...]\n"
     "                  [--tandem own_work_weight=X|ttft_slack_seconds=X|ttft_slack_ratio=X|\n"
     "                            max_in_flight_spread=N|prior_prefill_seconds_per_token=X]\n"
+    "                  [--prefill-overhead-s X] [--prefill-s-per-token X]\n"
+    "                  [--kv-transfer-s-per-block X] [--decode-base-s X] [--decode-per-seq-s X]\n"
+    "                  [--decode-per-block-s X]   (cost model, seconds; defaults in simulator.h)\n"
     "policies: round-robin least-load power-of-two sglang-cache-aware dynamo-cost tandem (or all)\n";
 
 struct Args {
@@ -61,7 +67,36 @@ bool ParseArgs(int argc, char** argv, Args* args) {
       *out = static_cast<std::remove_pointer_t<decltype(out)>>(v);
       return true;
     };
+    // Cost-model fields: a negative or non-finite cost would make simulated time run backwards.
+    auto as_seconds = [&](double* out) {
+      double v;
+      if (!absl::SimpleAtod(value, &v) || !std::isfinite(v) || v < 0) {
+        return Fail(flag + " takes a non-negative number of seconds, not '" + value + "'");
+      }
+      *out = v;
+      return true;
+    };
     tandem::sim::SimConfig& c = args->config;
+    struct CostFlag {
+      const char* name;
+      double* field;
+    };
+    const CostFlag cost_flags[] = {
+        {"--prefill-overhead-s", &c.prefill_overhead_seconds},
+        {"--prefill-s-per-token", &c.prefill_seconds_per_token},
+        {"--kv-transfer-s-per-block", &c.kv_transfer_seconds_per_block},
+        {"--decode-base-s", &c.decode_base_seconds},
+        {"--decode-per-seq-s", &c.decode_per_sequence_seconds},
+        {"--decode-per-block-s", &c.decode_per_block_seconds},
+    };
+    const CostFlag* cost_flag = nullptr;
+    for (const CostFlag& f : cost_flags) {
+      if (flag == f.name) cost_flag = &f;
+    }
+    if (cost_flag != nullptr) {
+      if (!as_seconds(cost_flag->field)) return false;
+      continue;
+    }
     if (flag == "--trace") {
       args->trace = value;
     } else if (flag == "--policy") {
