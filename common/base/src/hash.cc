@@ -1,5 +1,6 @@
 #include "tandem/base/hash.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace tandem {
@@ -9,6 +10,9 @@ namespace {
 // block hashes are bucketed by their low bits in the router's index.
 constexpr std::uint64_t kFnvOffset = 0xcbf29ce484222325ULL;
 constexpr std::uint64_t kFnvPrime = 0x100000001b3ULL;
+// Added to a block's parent hash to seed it, so that equal token blocks under different prefixes
+// differ (and a first block, parent 0, does not start from Finalise(0) == 0).
+constexpr std::uint64_t kParentSeedOffset = 0x9e3779b97f4a7c15ULL;
 
 std::uint64_t Finalise(std::uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -16,40 +20,49 @@ std::uint64_t Finalise(std::uint64_t z) {
   return z ^ (z >> 31);
 }
 
+std::uint64_t FnvStart(std::uint64_t seed) { return kFnvOffset ^ Finalise(seed); }
+
+std::uint64_t FnvByte(std::uint64_t h, std::uint8_t b) { return (h ^ b) * kFnvPrime; }
+
+std::uint64_t FnvFinish(std::uint64_t h, std::size_t length) { return Finalise(h ^ length); }
+
 }  // namespace
 
 std::uint64_t StableHash64(std::span<const std::uint8_t> bytes, std::uint64_t seed) {
-  std::uint64_t h = kFnvOffset ^ Finalise(seed);
-  for (std::uint8_t b : bytes) {
-    h ^= b;
-    h *= kFnvPrime;
-  }
-  return Finalise(h ^ bytes.size());
+  std::uint64_t h = FnvStart(seed);
+  for (std::uint8_t b : bytes) h = FnvByte(h, b);
+  return FnvFinish(h, bytes.size());
 }
 
 std::uint64_t ChainedBlockHash(std::uint64_t parent, std::span<const std::int32_t> tokens) {
-  std::vector<std::uint8_t> buf;
-  buf.reserve(tokens.size() * 4);
+  // StableHash64 of the tokens' little-endian bytes, streamed: the router hashes every prompt
+  // on its decision path, so no byte buffer per block.
+  std::uint64_t h = FnvStart(parent + kParentSeedOffset);
   for (std::int32_t t : tokens) {
     const auto u = static_cast<std::uint32_t>(t);
-    buf.push_back(static_cast<std::uint8_t>(u));
-    buf.push_back(static_cast<std::uint8_t>(u >> 8));
-    buf.push_back(static_cast<std::uint8_t>(u >> 16));
-    buf.push_back(static_cast<std::uint8_t>(u >> 24));
+    h = FnvByte(h, static_cast<std::uint8_t>(u));
+    h = FnvByte(h, static_cast<std::uint8_t>(u >> 8));
+    h = FnvByte(h, static_cast<std::uint8_t>(u >> 16));
+    h = FnvByte(h, static_cast<std::uint8_t>(u >> 24));
   }
-  // Seed with the parent so that equal token blocks under different prefixes differ.
-  return StableHash64(buf, parent + 0x9e3779b97f4a7c15ULL);
+  return FnvFinish(h, tokens.size() * sizeof(std::uint32_t));
+}
+
+std::size_t ChainedBlockHashesInto(std::span<const std::int32_t> tokens, std::size_t block_size,
+                                   std::uint64_t parent, std::span<std::uint64_t> out) {
+  if (block_size == 0) return 0;
+  const std::size_t n = std::min(tokens.size() / block_size, out.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    parent = ChainedBlockHash(parent, tokens.subspan(i * block_size, block_size));
+    out[i] = parent;
+  }
+  return n;
 }
 
 std::vector<std::uint64_t> ChainedBlockHashes(std::span<const std::int32_t> tokens,
                                               std::size_t block_size, std::uint64_t parent) {
-  std::vector<std::uint64_t> chain;
-  if (block_size == 0) return chain;
-  chain.reserve(tokens.size() / block_size);
-  for (std::size_t start = 0; start + block_size <= tokens.size(); start += block_size) {
-    parent = ChainedBlockHash(parent, tokens.subspan(start, block_size));
-    chain.push_back(parent);
-  }
+  std::vector<std::uint64_t> chain(block_size == 0 ? 0 : tokens.size() / block_size);
+  ChainedBlockHashesInto(tokens, block_size, parent, chain);
   return chain;
 }
 

@@ -21,4 +21,9 @@ std::uint64_t ChainedBlockHash(std::uint64_t parent, std::span<const std::int32_
 std::vector<std::uint64_t> ChainedBlockHashes(std::span<const std::int32_t> tokens,
                                               std::size_t block_size, std::uint64_t parent = 0);
 
+// The same chain written into `out` without allocating (for callers that hash on a latency path
+// into a reused or stack buffer): the first min(full blocks, out.size()) hashes. Returns how many.
+std::size_t ChainedBlockHashesInto(std::span<const std::int32_t> tokens, std::size_t block_size,
+                                   std::uint64_t parent, std::span<std::uint64_t> out);
+
 }  // namespace tandem
