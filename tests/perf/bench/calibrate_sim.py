@@ -10,7 +10,9 @@
    TTFT = overhead + uncached tokens x per token + prompt blocks x KV transfer per block.
    Decode: concurrent requests at several batch sizes and prompt lengths, median inter-token gap
    fitted as step = base + per sequence x batch + per block x KV blocks held (per decode worker).
-   The workers export no prefill/decode duration histograms, so probes are the source.
+   The workers export no prefill/decode duration histograms, so probes are the source. Bursts
+   of equal cold prompts (not fitted) show how concurrent prefills compare with the simulator's
+   FIFO model.
 2. Replays a slice of the trace through the real cluster with tandem-bench per policy,
    --emit-trace writing exactly what was sent.
 3. Runs tandem-sim on each emitted trace (2 + 2 workers, the real KV pools in blocks,
@@ -24,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import os
 import statistics
 import struct
@@ -140,6 +141,19 @@ class Prober:
                     await asyncio.sleep(0.3)
         return samples
 
+    async def bursts(self, sizes: list[int], tokens: int, repeats: int) -> list[dict]:
+        """`k` equal cold prompts at once, for each k."""
+        out = []
+        for _ in range(repeats):
+            for k in sizes:
+                results = await asyncio.gather(*(self.send(self.prompt(tokens), 1)
+                                                 for _ in range(k)))
+                ttft = [r.ttft_s for r in results]
+                out.append({"requests": k, "prompt_tokens": results[0].prompt_tokens,
+                            "ttft_mean_s": statistics.mean(ttft), "ttft_max_s": max(ttft)})
+                await asyncio.sleep(0.3)
+        return out
+
     async def decode(self, batches: list[int], lengths: list[int], output: int,
                      decode_workers: int) -> list[dict]:
         """`batch` x decode_workers concurrent requests: about `batch` per decode worker."""
@@ -156,6 +170,17 @@ class Prober:
                                                                for x in r.itl_s)})
                 await asyncio.sleep(0.2)
         return samples
+
+
+def fifo_prediction(burst: dict, costs: dict, prefill_workers: int) -> dict:
+    """What the simulator's model predicts for a burst of equal cold prompts split evenly: each
+    worker runs its share one after another, so the i-th finishes after i prefills."""
+    n = burst["prompt_tokens"]
+    prefill = costs["prefill_overhead_s"] + costs["prefill_s_per_token"] * n
+    handoff = costs["kv_transfer_s_per_block"] * -(-n // BLOCK_TOKENS)
+    share = -(-burst["requests"] // prefill_workers)
+    return {"ttft_mean_s": prefill * (share + 1) / 2 + handoff,
+            "ttft_max_s": prefill * share + handoff}
 
 
 def fit_costs(prefill: list[dict], decode: list[dict]) -> dict:
@@ -187,10 +212,15 @@ def measure(args) -> dict:
                         workload.load_vocabulary(str(args.model / "tokenizer.bin")))
         prefill = asyncio.run(prober.prefill([16, 64, 128, 224, 320, 448], args.probe_repeats))
         decode = asyncio.run(prober.decode([1, 2, 4, 8], [16, 256], 32, 2))
+        # Not fitted: shows how concurrent prefills behave against the simulator's FIFO model.
+        bursts = asyncio.run(prober.bursts([2, 4, 8], 192, 2))
     finally:
         cluster.stop()
-    return {"prefill_probes": prefill, "decode_probes": decode,
-            "fitted": fit_costs(prefill, decode)}
+    fitted = fit_costs(prefill, decode)
+    for b in bursts:
+        b["sim_model"] = fifo_prediction(b, fitted, 2)
+    return {"prefill_probes": prefill, "decode_probes": decode, "bursts": bursts,
+            "fitted": fitted}
 
 
 def replay(args, policy: str) -> tuple[dict, Path]:
@@ -296,6 +326,11 @@ def main() -> int:
     (args.out_dir / "calibration.json").write_text(json.dumps(result, indent=1))
     print("fitted: " + ", ".join(f"{k}={v:.3g}" for k, v in measured["fitted"].items()))
     print(table(rows))
+    print("bursts of cold 192-token prompts (TTFT mean / max, s): real vs the sim's FIFO model")
+    for b in measured["bursts"]:
+        m = b["sim_model"]
+        print(f"  {b['requests']} at once: real {b['ttft_mean_s']:.3f} / {b['ttft_max_s']:.3f}, "
+              f"model {m['ttft_mean_s']:.3f} / {m['ttft_max_s']:.3f}")
     print(f"load average {load['start'][0]:.1f} -> {load['end'][0]:.1f}, "
           f"{result['wall_s']:.0f} s; details in {args.out_dir / 'calibration.json'}")
     return 0
