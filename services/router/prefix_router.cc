@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iostream>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "tandem/base/hash.h"
 
@@ -11,7 +12,11 @@ namespace {
 
 using routing::BlockHash;
 using routing::kNoWorker;
+using routing::WorkerMask;
 using routing::WorkerSlot;
+
+// Prompts up to this many blocks (4,096 tokens at 16 per block) are hashed without allocating.
+constexpr std::size_t kInlineChainBlocks = 256;
 
 routing::Role RoleOf(v1::WorkerRole role) {
   switch (role) {
@@ -218,12 +223,15 @@ bool PrefixRouter::TicketLive(int ticket) const {
 absl::StatusOr<PrefixRouter::Choice> PrefixRouter::Choose(std::span<const std::int32_t> prompt,
                                                           const Candidates& candidates,
                                                           std::int64_t max_output_tokens) {
-  std::vector<BlockHash> chain = BlockHashes(prompt);  // hashing outside the lock
+  // Hashing outside the lock, into a stack buffer for prompts of usual length: no allocation.
+  const auto block_size = static_cast<std::size_t>(options_.block_size);
+  absl::InlinedVector<BlockHash, kInlineChainBlocks> chain(prompt.size() / block_size);
+  ChainedBlockHashesInto(prompt, block_size, 0, std::span(chain.data(), chain.size()));
   absl::MutexLock lock(&mu_);
-  std::array<std::shared_ptr<WorkerEntry>, routing::kMaxWorkers> entries;
-  for (WorkerSlot w = 0; w < routing::kMaxWorkers; ++w) {
-    if (table_.Find(w) != nullptr) (void)table_.SetAvailable(w, false);
-  }
+  // Views, not shared_ptr copies: only the chosen workers' entries are copied (refcounts are
+  // atomic), and the candidates outlive this call.
+  std::array<const WorkerView*, routing::kMaxWorkers> views{};
+  WorkerMask routable = 0;
   for (const auto* pool : {&candidates.prefill, &candidates.decode}) {
     // Workers whose KV events stopped or broke are left out while the pool has others: what they
     // hold is unknown. A pool of only such workers (e.g. just after a router restart, before the
@@ -236,12 +244,19 @@ absl::StatusOr<PrefixRouter::Choice> PrefixRouter::Choose(std::span<const std::i
         const SlotInfo& info = info_[slot];
         if (!info.registered || info.incarnation != view.entry->info().incarnation()) continue;
         if (index_.IsStale(slot) && !allow_stale) continue;
-        (void)table_.SetAvailable(slot, true);
-        entries[slot] = view.entry;
+        routable |= routing::SlotBit(slot);
+        views[slot] = &view;
         any = true;
       }
       if (any) break;
     }
+  }
+  // Only workers whose availability changed since the previous decision are written: usually
+  // none.
+  for (const routing::WorkerState& state : table_.states()) {
+    if (state.slot == kNoWorker) continue;
+    const bool candidate = (routable & routing::SlotBit(state.slot)) != 0;
+    if (state.available != candidate) (void)table_.SetAvailable(state.slot, candidate);
   }
   routing::RouteRequest request{.block_hashes = chain,
                                 .prompt_tokens = static_cast<std::int64_t>(prompt.size()),
@@ -256,10 +271,19 @@ absl::StatusOr<PrefixRouter::Choice> PrefixRouter::Choose(std::span<const std::i
     return absl::UnavailableError(
         absl::StrCat("no routable workers: ", decision.status().message()));
   }
+  const auto chosen = [&](WorkerSlot slot) -> const WorkerView* {
+    return slot >= 0 && slot < routing::kMaxWorkers ? views[slot] : nullptr;
+  };
+  const WorkerView* prefill = chosen(decision->prefill);
+  const WorkerView* decode = chosen(decision->decode);
+  if (prefill == nullptr || (decision->decode != kNoWorker && decode == nullptr)) {
+    return absl::InternalError(absl::StrCat("policy ", policy_->name(),
+                                            " chose a worker that is not a candidate"));
+  }
   index_.Touch(chain);
 
   Choice choice;
-  choice.prefill = entries[decision->prefill];
+  choice.prefill = prefill->entry;
   choice.predicted_cached_tokens = decision->predicted_cached_tokens;
   const std::int64_t prompt_tokens = request.prompt_tokens;
   const std::int64_t bs = options_.block_size;
@@ -273,7 +297,7 @@ absl::StatusOr<PrefixRouter::Choice> PrefixRouter::Choose(std::span<const std::i
                                      .blocks = blocks,
                                      .dispatched = now});
   if (decision->decode != kNoWorker) {
-    choice.decode = entries[decision->decode];
+    choice.decode = decode->entry;
     table_.OnDecodeDispatched(decision->decode, blocks);
     choice.decode_ticket = NewTicket({.slot = decision->decode,
                                       .generation = info_[decision->decode].generation,

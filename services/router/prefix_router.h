@@ -113,7 +113,6 @@ class PrefixRouter {
   std::array<SlotInfo, routing::kMaxWorkers> info_ ABSL_GUARDED_BY(mu_){};
   std::vector<Ticket> tickets_ ABSL_GUARDED_BY(mu_);
   std::vector<int> free_tickets_ ABSL_GUARDED_BY(mu_);
-  std::vector<routing::BlockHash> chain_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tandem::router

@@ -7,7 +7,8 @@
 //  - the reference, measured in the same run on the same requests: the leading-run lookup of each
 //    request's chain in a plain absl::flat_hash_map holding the same 1M hashes (the memory-bound
 //    floor of any prefix-aware decision). Each figure is printed as a ratio to it, so runs on
-//    machines of different speed or load compare.
+//    machines of different speed or load compare;
+//  - the share of the router's decision spent hashing the prompt (ChainedBlockHashesInto alone).
 //   build-x/tests/perf/tandem_routing_decision_bench [--blocks N] [--chain N] [--decisions N]
 // Target (the prefix-affinity routing issue): p99 < 50 us at 64 workers and 1M indexed blocks.
 #include <algorithm>
@@ -23,6 +24,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "grpcpp/create_channel.h"
 #include "prefix_router.h"
+#include "tandem/base/hash.h"
 #include "tandem/routing/kv_index.h"
 #include "tandem/routing/policy.h"
 #include "tandem/routing/worker_state.h"
@@ -197,6 +199,18 @@ int MeasureRouter(const Options& o, const Corpus& c, const std::vector<Request>&
     router.DecodeFinished(choice->decode_ticket);
   }
   Print("router (tandem)", Summarize(us), reference);
+  // The part of that decision spent hashing the prompt (outside the router's lock).
+  std::vector<BlockHash> chain(static_cast<std::size_t>(o.chain));
+  std::uint64_t sink = 0;
+  us.clear();
+  for (int i = 0; i < o.decisions; ++i) {
+    const auto& tokens = requests[i % requests.size()].tokens;
+    const auto start = Clock::now();
+    sink += ChainedBlockHashesInto(tokens, kBlockTokens, 0, chain) > 0 ? chain.back() : 0;
+    us.push_back(Micros(Clock::now() - start));
+  }
+  if (sink == 0) std::printf("(no prompt hashed)\n");
+  Print(" of which prompt hash", Summarize(us), reference);
   return 0;
 }
 
