@@ -58,14 +58,19 @@ COST_FLAGS = {  # SimConfig field -> tandem-sim flag
 def least_squares(rows: list[list[float]], y: list[float]) -> list[float]:
     """Non-negative least squares for a handful of columns: solve, drop the columns that came out
     negative (a cost cannot be), solve again. Normal equations, Gaussian elimination: stdlib."""
+    # Columns scaled to 1 (seconds per token and per request differ by 10^4): a collinear column
+    # then shows as a tiny pivot instead of hiding in rounding.
+    scale = [max(abs(r[i]) for r in rows) or 1.0 for i in range(len(rows[0]))]
     active = list(range(len(rows[0])))
     while True:
-        a = [[sum(r[i] * r[j] for r in rows) for j in active] for i in active]
-        b = [sum(r[i] * v for r, v in zip(rows, y)) for i in active]
+        a = [[sum(r[i] * r[j] for r in rows) / (scale[i] * scale[j]) for j in active]
+             for i in active]
+        b = [sum(r[i] * v for r, v in zip(rows, y)) / scale[i] for i in active]
         coef = _solve(a, b)
-        if coef is None:  # singular: the column carries no information here
+        if coef is None:  # collinear: the last column carries no information of its own here
             active = active[:-1]
             continue
+        coef = [c / scale[i] for c, i in zip(coef, active)]
         negative = [active[k] for k, c in enumerate(coef) if c < 0]
         if not negative or len(active) == 1:
             out = [0.0] * len(rows[0])
@@ -78,9 +83,10 @@ def least_squares(rows: list[list[float]], y: list[float]) -> list[float]:
 def _solve(a: list[list[float]], b: list[float]) -> list[float] | None:
     n = len(b)
     m = [row[:] + [v] for row, v in zip(a, b)]
+    largest = max(abs(m[i][i]) for i in range(n))
     for col in range(n):
         pivot = max(range(col, n), key=lambda r: abs(m[r][col]))
-        if abs(m[pivot][col]) < 1e-12 * max(1.0, abs(m[col][col])):
+        if abs(m[pivot][col]) < 1e-9 * largest:
             return None
         m[col], m[pivot] = m[pivot], m[col]
         for r in range(n):

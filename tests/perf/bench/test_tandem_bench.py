@@ -194,3 +194,28 @@ def test_emit_trace_gives_fixed_prompts_one_unshared_id_per_block(tmp_path):
                for r in rows)
     ids = [i for r in rows for i in r["hash_ids"]]
     assert len(set(ids)) == len(ids)
+
+
+def test_calibration_fit_recovers_costs_and_never_returns_a_negative_one():
+    import calibrate_sim
+    # The probes' design: cold prompts (all tokens computed) and warm repeats (one token).
+    cold = [[1.0, n, -(-n // 16)] for n in (17, 65, 129, 225, 321, 449)]
+    rows = cold + [[1.0, 1, b] for _, _, b in cold]
+    costs = calibrate_sim.least_squares(rows, [0.006 + 6e-5 * n + 3e-4 * b for _, n, b in rows])
+    assert costs == pytest.approx([0.006, 6e-5, 3e-4], rel=1e-6)
+    # A cost that would come out negative is dropped and the rest refitted.
+    costs = calibrate_sim.least_squares(rows, [0.006 - 1e-5 * n + 3e-4 * b for _, n, b in rows])
+    assert costs[1] == 0 and costs[0] > 0 and costs[2] > 0
+    # Cold prompts alone cannot tell tokens from blocks (n = 16 x blocks - 15): a fit, no crash.
+    costs = calibrate_sim.least_squares(cold, [0.006 + 6e-5 * n for _, n, _ in cold])
+    assert [costs[0] + costs[1] * n + costs[2] * b for _, n, b in cold] == pytest.approx(
+        [0.006 + 6e-5 * n for _, n, _ in cold], rel=1e-3)
+
+
+@pytest.mark.skipif(not (SHARED / "models/stories260K/model.bin").exists(),
+                    reason="needs ../shared/models/stories260K")
+def test_calibration_kv_pool_matches_the_workers_block_count():
+    import calibrate_sim
+    # 16 MiB of fp32 K+V, 5 layers x 4 KV heads x 8 dims x 16 tokens: 819 blocks, as the workers
+    # report (docs/routing.md, real-cluster replay).
+    assert calibrate_sim.kv_pool_blocks(SHARED / "models/stories260K/model.bin", 16) == 819
