@@ -24,6 +24,21 @@ std::uint64_t FnvStart(std::uint64_t seed) { return kFnvOffset ^ Finalise(seed);
 
 std::uint64_t FnvByte(std::uint64_t h, std::uint8_t b) { return (h ^ b) * kFnvPrime; }
 
+// FNV over a token's four little-endian bytes. An FNV step over a zero byte is a bare
+// multiplication by the prime, so a run of them folds into one multiplication by a power of it:
+// token ids are far below 2^24 (2^16 for most vocabularies), and the multiplications are the
+// serial chain that bounds hashing speed. Same value as four FnvByte steps.
+std::uint64_t FnvToken(std::uint64_t h, std::uint32_t u) {
+  constexpr std::uint64_t kFnvPrime2 = kFnvPrime * kFnvPrime;
+  constexpr std::uint64_t kFnvPrime3 = kFnvPrime2 * kFnvPrime;
+  h = FnvByte(h, static_cast<std::uint8_t>(u));
+  if ((u >> 16) == 0) return (h ^ (u >> 8)) * kFnvPrime3;
+  h = FnvByte(h, static_cast<std::uint8_t>(u >> 8));
+  if ((u >> 24) == 0) return (h ^ (u >> 16)) * kFnvPrime2;
+  h = FnvByte(h, static_cast<std::uint8_t>(u >> 16));
+  return FnvByte(h, static_cast<std::uint8_t>(u >> 24));
+}
+
 std::uint64_t FnvFinish(std::uint64_t h, std::size_t length) { return Finalise(h ^ length); }
 
 }  // namespace
@@ -35,16 +50,10 @@ std::uint64_t StableHash64(std::span<const std::uint8_t> bytes, std::uint64_t se
 }
 
 std::uint64_t ChainedBlockHash(std::uint64_t parent, std::span<const std::int32_t> tokens) {
-  // StableHash64 of the tokens' little-endian bytes, streamed: the router hashes every prompt
-  // on its decision path, so no byte buffer per block.
+  // StableHash64 of the tokens' little-endian bytes, streamed: the router hashes every prompt on
+  // its decision path, so no byte buffer per block.
   std::uint64_t h = FnvStart(parent + kParentSeedOffset);
-  for (std::int32_t t : tokens) {
-    const auto u = static_cast<std::uint32_t>(t);
-    h = FnvByte(h, static_cast<std::uint8_t>(u));
-    h = FnvByte(h, static_cast<std::uint8_t>(u >> 8));
-    h = FnvByte(h, static_cast<std::uint8_t>(u >> 16));
-    h = FnvByte(h, static_cast<std::uint8_t>(u >> 24));
-  }
+  for (std::int32_t t : tokens) h = FnvToken(h, static_cast<std::uint32_t>(t));
   return FnvFinish(h, tokens.size() * sizeof(std::uint32_t));
 }
 

@@ -48,11 +48,17 @@ TEST(ChainedBlockHash, EqualsTheBufferedDefinitionOnRandomInputs) {
   std::uniform_int_distribution<std::size_t> length(0, 70);
   std::uniform_int_distribution<std::int32_t> any_token(std::numeric_limits<std::int32_t>::min(),
                                                         std::numeric_limits<std::int32_t>::max());
+  // Token ids of small, large (> 2^16) and any vocabulary, and their mix: the streamed version
+  // takes shortcuts over zero high bytes.
   std::uniform_int_distribution<std::int32_t> small_token(0, 300);
-  for (int trial = 0; trial < 2000; ++trial) {
+  std::uniform_int_distribution<std::int32_t> large_vocab_token(0, 1 << 18);
+  for (int trial = 0; trial < 4000; ++trial) {
     const std::uint64_t parent = trial % 3 == 0 ? 0 : rng();
     std::vector<std::int32_t> tokens(length(rng));
-    for (auto& t : tokens) t = trial % 2 == 0 ? any_token(rng) : small_token(rng);
+    for (auto& t : tokens) {
+      const int kind = trial % 4 == 3 ? static_cast<int>(rng() % 3) : trial % 4;  // 3: a mix
+      t = kind == 0 ? any_token(rng) : kind == 1 ? small_token(rng) : large_vocab_token(rng);
+    }
     ASSERT_EQ(ChainedBlockHash(parent, tokens), BufferedChainedBlockHash(parent, tokens))
         << "trial " << trial << ", " << tokens.size() << " tokens, parent " << parent;
   }
