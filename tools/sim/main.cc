@@ -1,6 +1,7 @@
 // tandem-sim --trace FILE --prefill-workers N --decode-workers M --policy NAME [--policy NAME...]
 //            [--capacity-blocks B] [--speedup S] [--block-size T] [--decode-capacity-blocks B]
 //            [--prefill-slowdown F1,F2,...] [--tandem KEY=VALUE ...]
+//            [--prefill-hold-depth N] [--prefill-hold-aging X]
 //            [cost model: --prefill-overhead-s X --prefill-s-per-token X --kv-transfer-s-per-block X
 //             --decode-base-s X --decode-per-seq-s X --decode-per-block-s X]
 // Prints one JSON object per policy, one per line; malformed trace lines go to stderr.
@@ -22,8 +23,9 @@ constexpr char kUsage[] =
     "usage: tandem-sim --trace FILE --prefill-workers N --decode-workers M --policy NAME\n"
     "                  [--policy NAME ...] [--capacity-blocks B] [--speedup S] [--block-size T]\n"
     "                  [--decode-capacity-blocks B] [--prefill-slowdown F1,F2,...]\n"
-    "                  [--tandem own_work_weight=X|ttft_slack_seconds=X|ttft_slack_ratio=X|\n"
-    "                            max_in_flight_spread=N|prior_prefill_seconds_per_token=X]\n"
+    "                  [--tandem own_work_weight=X|cache_stickiness=X|max_in_flight_spread=N|\n"
+    "                            prior_prefill_seconds_per_token=X]\n"
+    "                  [--prefill-hold-depth N] [--prefill-hold-aging X]  (tandem's hold queue)\n"
     "                  [--prefill-overhead-s X] [--prefill-s-per-token X]\n"
     "                  [--kv-transfer-s-per-block X] [--decode-base-s X] [--decode-per-seq-s X]\n"
     "                  [--decode-per-block-s X]   (cost model, seconds; defaults in simulator.h)\n"
@@ -42,8 +44,7 @@ bool SetTandemOption(absl::string_view assignment, tandem::routing::TandemOption
   if (kv.size() != 2 || !absl::SimpleAtod(kv[1], &v)) return false;
   if (kv[0] == "own_work_weight") o->own_work_weight = v;
   else if (kv[0] == "own_work_weight_per_queued") o->own_work_weight_per_queued = v;
-  else if (kv[0] == "ttft_slack_seconds") o->ttft_slack_seconds = v;
-  else if (kv[0] == "ttft_slack_ratio") o->ttft_slack_ratio = v;
+  else if (kv[0] == "cache_stickiness") o->cache_stickiness = v;
   else if (kv[0] == "max_in_flight_spread") o->max_in_flight_spread = static_cast<int>(v);
   else if (kv[0] == "prior_prefill_seconds_per_token") o->prior_prefill_seconds_per_token = v;
   else return false;
@@ -115,6 +116,12 @@ bool ParseArgs(int argc, char** argv, Args* args) {
       if (!as_int(&c.decode_capacity_blocks)) return false;
     } else if (flag == "--block-size") {
       if (!as_int(&c.block_size)) return false;
+    } else if (flag == "--prefill-hold-depth") {
+      if (!as_int(&c.prefill_hold_depth)) return false;
+    } else if (flag == "--prefill-hold-aging") {
+      if (!absl::SimpleAtod(value, &c.prefill_hold_aging)) {
+        return Fail("--prefill-hold-aging takes a number");
+      }
     } else if (flag == "--speedup") {
       if (!absl::SimpleAtod(value, &c.speedup)) return Fail("--speedup takes a number");
     } else if (flag == "--prefill-slowdown") {

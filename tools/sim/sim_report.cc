@@ -12,6 +12,7 @@ std::string ToJson(const SimResult& r) {
   j["ttft_p50"] = r.ttft_p50;
   j["ttft_p90"] = r.ttft_p90;
   j["ttft_p99"] = r.ttft_p99;
+  j["ttft_p90_floor"] = r.ttft_p90_floor;
   j["itl_p50"] = r.itl_p50;
   j["itl_p99"] = r.itl_p99;
   j["imbalance_max"] = r.imbalance_max;

@@ -8,6 +8,7 @@
 #include "block_lru.h"
 #include "stats.h"
 #include "tandem/routing/kv_index.h"
+#include "tandem/routing/prefill_queue.h"
 #include "tandem/routing/worker_state.h"
 
 namespace tandem::sim {
@@ -66,7 +67,13 @@ struct Event {
 class Simulation {
  public:
   Simulation(const Trace& trace, const SimConfig& config, routing::Policy& policy)
-      : trace_(trace), config_(config), policy_(policy), index_(routing::KvIndex::Options{}) {}
+      : trace_(trace),
+        config_(config),
+        policy_(policy),
+        index_(routing::KvIndex::Options{}),
+        hold_(routing::PrefillQueue::Options{
+            .depth = routing::PolicyHoldsPrefills(policy.name()) ? config.prefill_hold_depth : 0,
+            .aging = config.prefill_hold_aging}) {}
 
   absl::StatusOr<SimResult> Run() {
     if (absl::Status s = Setup(); !s.ok()) return s;
@@ -102,6 +109,9 @@ class Simulation {
     if (c.capacity_blocks < 1 || c.decode_capacity_blocks < 0 || c.block_size < 1 ||
         !(c.speedup > 0)) {
       return absl::InvalidArgumentError("capacity, block size and speedup must be positive");
+    }
+    if (c.prefill_hold_depth < 0 || !(c.prefill_hold_aging >= 0)) {
+      return absl::InvalidArgumentError("prefill hold depth and aging must not be negative");
     }
     if (!c.prefill_slowdown.empty() &&
         static_cast<int>(c.prefill_slowdown.size()) != c.prefill_workers) {
@@ -180,10 +190,24 @@ class Simulation {
     r.decode_blocks = (t.input_length + t.output_length + config_.block_size - 1) / config_.block_size;
     table_.OnPrefillDispatched(r.prefill, r.predicted_uncached, r.blocks, now_);
     table_.OnDecodeDispatched(r.decode, r.decode_blocks);
-    PrefillWorker& w = prefill_[r.prefill];
-    w.queue.push_back(id);
-    if (w.running < 0) StartPrefill(r.prefill);
+    // The router's prediction, as PrefixRouter makes it: its learnt speed, not the worker's.
+    const routing::WorkerState& state = table_.states()[r.prefill];
+    const double seconds_per_token = state.prefill_seconds_per_token > 0
+                                         ? state.prefill_seconds_per_token
+                                         : config_.prefill_seconds_per_token;
+    const double predicted = config_.prefill_overhead_seconds +
+                             static_cast<double>(r.predicted_uncached) * seconds_per_token;
+    if (hold_.Enqueue(static_cast<routing::PrefillQueue::Ticket>(id), r.prefill, predicted, now_)) {
+      SendToWorker(id);
+    }
     return absl::OkStatus();
+  }
+
+  void SendToWorker(int id) {
+    const WorkerSlot p = requests_[id].prefill;
+    PrefillWorker& w = prefill_[p];
+    w.queue.push_back(id);
+    if (w.running < 0) StartPrefill(p);
   }
 
   void Publish(WorkerSlot p, KvEvent::Kind kind, BlockHash parent, std::vector<BlockHash> hashes) {
@@ -240,6 +264,10 @@ class Simulation {
     ttft_.push_back(landed - r.arrival);
     r.last_token = landed;
     Push(landed, EventType::kKvLanded, id);
+    w.running = -1;
+    for (routing::PrefillQueue::Ticket next : hold_.Done(static_cast<routing::PrefillQueue::Ticket>(id))) {
+      prefill_[requests_[next].prefill].queue.push_back(static_cast<int>(next));
+    }
     StartPrefill(p);
   }
 
@@ -304,12 +332,30 @@ class Simulation {
     last_completion_ = std::max(last_completion_, now_);
   }
 
+  double TtftFloorP90() const {
+    double fastest = 1;
+    if (!config_.prefill_slowdown.empty()) {
+      fastest = *std::min_element(config_.prefill_slowdown.begin(), config_.prefill_slowdown.end());
+    }
+    const std::vector<std::int64_t> misses = InfiniteCacheMisses(trace_, config_.block_size);
+    std::vector<double> floor;
+    floor.reserve(misses.size());
+    for (std::size_t i = 0; i < misses.size(); ++i) {
+      floor.push_back(config_.prefill_overhead_seconds +
+                      static_cast<double>(misses[i]) * config_.prefill_seconds_per_token * fastest +
+                      static_cast<double>(trace_.requests[i].chain.size()) *
+                          config_.kv_transfer_seconds_per_block);
+    }
+    return Percentile(floor, 0.90);
+  }
+
   SimResult Summarise() {
     SimResult out;
     out.policy = std::string(policy_.name());
     out.requests = static_cast<std::int64_t>(trace_.requests.size());
     out.hit_rate = prompt_tokens_ > 0 ? hit_tokens_ / prompt_tokens_ : 0;
     out.hit_rate_bound = InfiniteCacheHitRate(trace_, config_.block_size);
+    out.ttft_p90_floor = TtftFloorP90();
     out.ttft_p50 = Percentile(ttft_, 0.50);
     out.ttft_p90 = Percentile(ttft_, 0.90);
     out.ttft_p99 = Percentile(ttft_, 0.99);
@@ -326,6 +372,7 @@ class Simulation {
   const SimConfig& config_;
   routing::Policy& policy_;
   routing::KvIndex index_;
+  routing::PrefillQueue hold_;
   routing::WorkerTable table_;
   std::vector<PrefillWorker> prefill_;
   std::vector<DecodeWorker> decode_;

@@ -31,6 +31,10 @@ struct SimConfig {
   double decode_base_seconds = 0.010;
   double decode_per_sequence_seconds = 0.0003;
   double decode_per_block_seconds = 0.00001;
+  // The router's prefill hold queue (routing::PrefillQueue), for the policies that use it
+  // (routing::PolicyHoldsPrefills): prefills out per worker (0: none held) and aging.
+  int prefill_hold_depth = 1;
+  double prefill_hold_aging = 0.1;
 };
 
 struct SimResult {
@@ -38,6 +42,9 @@ struct SimResult {
   std::int64_t requests = 0;
   double hit_rate = 0;        // cached prompt tokens / prompt tokens
   double hit_rate_bound = 0;  // the same with one infinite cache
+  // p90 TTFT no router can beat: every request computing only what one infinite cache would miss,
+  // on the fastest worker, without waiting.
+  double ttft_p90_floor = 0;
   double ttft_p50 = 0, ttft_p90 = 0, ttft_p99 = 0;
   double itl_p50 = 0, itl_p99 = 0;
   // max / mean requests in flight over a pool's workers, sampled at each arrival (worst pool).

@@ -104,16 +104,26 @@ absl::StatusOr<Trace> ReadTraceFile(const std::string& path, int block_size) {
   return ReadTrace(in, block_size);
 }
 
-double InfiniteCacheHitRate(const Trace& trace, int block_size) {
+std::vector<std::int64_t> InfiniteCacheMisses(const Trace& trace, int block_size) {
   absl::flat_hash_set<routing::BlockHash> seen;
-  double hit = 0;
-  double total = 0;
+  std::vector<std::int64_t> misses;
+  misses.reserve(trace.requests.size());
   for (const TraceRequest& r : trace.requests) {
     std::int64_t run = 0;
     while (run < static_cast<std::int64_t>(r.chain.size()) && seen.contains(r.chain[run])) ++run;
-    hit += static_cast<double>(std::min(run * block_size, r.input_length));
-    total += static_cast<double>(r.input_length);
+    misses.push_back(r.input_length - std::min(run * block_size, r.input_length));
     seen.insert(r.chain.begin(), r.chain.end());
+  }
+  return misses;
+}
+
+double InfiniteCacheHitRate(const Trace& trace, int block_size) {
+  const std::vector<std::int64_t> misses = InfiniteCacheMisses(trace, block_size);
+  double hit = 0;
+  double total = 0;
+  for (std::size_t i = 0; i < misses.size(); ++i) {
+    hit += static_cast<double>(trace.requests[i].input_length - misses[i]);
+    total += static_cast<double>(trace.requests[i].input_length);
   }
   return total > 0 ? hit / total : 0;
 }

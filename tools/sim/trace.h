@@ -35,5 +35,7 @@ absl::StatusOr<Trace> ReadTraceFile(const std::string& path, int block_size);
 // Token-weighted hit rate with one infinite cache shared by all workers: the ceiling no placement
 // can beat.
 double InfiniteCacheHitRate(const Trace& trace, int block_size);
+// Per request (trace order): the prompt tokens one infinite cache shared by all workers misses.
+std::vector<std::int64_t> InfiniteCacheMisses(const Trace& trace, int block_size);
 
 }  // namespace tandem::sim

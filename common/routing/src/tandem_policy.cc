@@ -1,6 +1,6 @@
 // Ours: prefill where the request's first token is predicted soonest, from the worker's queued
-// prefill work plus this prompt's uncached tokens at the worker's learnt speed; within a small slack
-// of the best, the longest cached prefix (keeps conversations where their KV is). A session sticks
+// prefill work plus this prompt's uncached tokens at the worker's learnt speed, less a multiple of
+// what the worker already holds of the prompt (keeps conversations where their KV is). A session sticks
 // to its previous worker while that costs little. No worker is picked with far more requests in
 // flight than its pool's least loaded. Decode where the predicted step time is lowest among workers
 // with KV room for the whole request.
@@ -45,11 +45,14 @@ class TandemPolicy final : public Policy {
     return min_in_flight;
   }
 
+  double SecondsPerToken(const WorkerState& s) const {
+    return s.prefill_seconds_per_token > 0 ? s.prefill_seconds_per_token
+                                           : options_.prior_prefill_seconds_per_token;
+  }
+
   double PredictTtft(const RouteRequest& request, const WorkerState& s, double own_weight,
                      double now_seconds) const {
-    const double seconds_per_token = s.prefill_seconds_per_token > 0
-                                         ? s.prefill_seconds_per_token
-                                         : options_.prior_prefill_seconds_per_token;
+    const double seconds_per_token = SecondsPerToken(s);
     const std::int64_t cached =
         internal::CoveredTokens(match_[s.slot].Credit(options_.credits), request);
     const double uncached = static_cast<double>(request.prompt_tokens - cached);
@@ -87,29 +90,19 @@ class TandemPolicy final : public Policy {
         return it->second;
       }
     }
-    // The absolute slack is set for the prior's speed; a pool that is measurably faster gets a
-    // proportionally smaller one, so a fast cluster is not herded onto one cache. Never larger:
-    // learnt speeds include per-prefill overheads, which would inflate it for short prompts.
-    double speed_sum = 0;
-    for (WorkerSlot w : pool) {
-      const double spt = view.workers[w].prefill_seconds_per_token;
-      speed_sum += spt > 0 ? spt : options_.prior_prefill_seconds_per_token;
-    }
-    const double speed_scale =
-        std::min(1.0, speed_sum / pool.size / options_.prior_prefill_seconds_per_token);
-    const double limit =
-        best_ttft + std::max(options_.ttft_slack_seconds * speed_scale,
-                             options_.ttft_slack_ratio * best_ttft);
+    // Score: predicted TTFT less the worth of what the worker already holds of this prompt.
     WorkerSlot best = kNoWorker;
+    double best_score = INFINITY;
     for (WorkerSlot w : pool) {
-      if (ttft[w] > limit) continue;
-      if (best == kNoWorker) {
+      if (ttft[w] == INFINITY) continue;
+      const double cached_seconds =
+          static_cast<double>(internal::CoveredTokens(match_[w].Credit(options_.credits), request)) *
+          SecondsPerToken(view.workers[w]);
+      const double score = ttft[w] - options_.cache_stickiness * cached_seconds;
+      if (best == kNoWorker || score < best_score) {
         best = w;
-        continue;
+        best_score = score;
       }
-      const double credit = match_[w].Credit(options_.credits);
-      const double best_credit = match_[best].Credit(options_.credits);
-      if (credit > best_credit || (credit == best_credit && ttft[w] < ttft[best])) best = w;
     }
     return best;
   }

@@ -33,6 +33,26 @@ TEST_F(TandemPolicyTest, KeepsALongHitDespiteAShortQueue) {
   EXPECT_EQ(Route(*policy_, Request(Chain(1, 401))).prefill, 1);
 }
 
+TEST_F(TandemPolicyTest, AConversationStaysUntilItsWorkerIsFarBehind) {
+  // Worker 1 holds 6,400 of the prompt's 6,416 tokens: 0.8 s at the prior speed, worth 20 x 0.8 =
+  // 16 s of predicted TTFT. On idle worker 0 the whole prompt takes 0.822 s; on worker 1 its own
+  // part takes 0.022 s after the queue: it stays while the queue is under ~16.8 s.
+  TandemOptions options;
+  options.cache_stickiness = 20;
+  auto policy = MakeTandemPolicy(options);
+  Build(2, 0);
+  Cache(1, Chain(1, 400));
+  QueuePrefill(1, 1, /*tokens=*/120000);  // 15.02 s
+  EXPECT_EQ(Route(*policy, Request(Chain(1, 401))).prefill, 1);
+  QueuePrefill(1, 1, /*tokens=*/16000);   // 17.04 s
+  EXPECT_EQ(Route(*policy, Request(Chain(1, 401))).prefill, 0);
+  // Without stickiness only this request's saving counts: 15 s of queue is not worth 0.8 s.
+  options.cache_stickiness = 0;
+  auto plain = MakeTandemPolicy(options);
+  table_.OnPrefillFinished(1, 16000, 16000 / 16 + 1, 0, 0);
+  EXPECT_EQ(Route(*plain, Request(Chain(1, 401))).prefill, 0);
+}
+
 TEST_F(TandemPolicyTest, LearntSpeedsOutweighQueueLengths) {
   Build(2, 0);
   // Worker 0 turns out 100x slower than worker 1.

@@ -68,14 +68,16 @@ struct TandemOptions {
   // Prior prefill speed until a worker has reported one.
   double prior_prefill_seconds_per_token = 1.0 / 8000;
   double prefill_overhead_seconds = 0.02;
-  // Weight of this request's own prefill against the queue ahead of it: above 1, recomputing a
-  // prefix costs more than waiting for it, because the extra work also delays every later request.
-  double own_work_weight = 2.0;
+  // Weight of this request's own prefill against the queue ahead of it (above 1: recomputing also
+  // delays every later request on that worker).
+  double own_work_weight = 1.0;
   double own_work_weight_per_queued = 0.0;  // added per request in flight per worker of the pool
-  // Among workers scored within this much of the best, take the longest cached prefix: a
-  // conversation that stays where its KV is hits again on every later turn.
-  double ttft_slack_seconds = 3.0;
-  double ttft_slack_ratio = 1.0;
+  // A prompt's tokens cached on a worker count this many times their compute time in its favour.
+  // Beyond this request's own saving (already in its predicted TTFT): a conversation moved off the
+  // worker holding its history recomputes it there and leaves a duplicate, and every duplicate
+  // takes room other prefixes would have hit in. High: conversations move only when their worker
+  // is far behind.
+  double cache_stickiness = 20.0;
   // A session's previous worker wins while its predicted TTFT is this close to the best.
   double session_slack_seconds = 0.25;
   std::size_t max_sessions = 1 << 16;

@@ -1,0 +1,78 @@
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "tandem/routing/types.h"
+
+namespace tandem::routing {
+
+// The router's hold queue in front of prefill workers: at most `depth` prefills are out on a
+// worker at a time; the rest wait in the router, and when one finishes the shortest predicted
+// prefill goes next (aged, so a long one is never held forever).
+//
+// Why in the router: a prefill worker runs what it was sent in order, so one long prompt sent
+// ahead delays every short one behind it. Holding them where the order can still change lets
+// short prompts pass, which lowers the TTFT of most requests at the cost of the longest ones
+// (whose TTFT is dominated by their own compute anyway).
+//
+// Priority: predicted seconds - aging x seconds held. All held requests age at the same rate, so
+// the order is fixed at enqueue time: predicted + aging x enqueue time, smallest first.
+// Not thread-safe: the router keeps it under its routing lock.
+class PrefillQueue {
+ public:
+  struct Options {
+    int depth = 1;        // prefills out per worker; 0 = never hold
+    double aging = 0.1;   // seconds of priority gained per second held
+  };
+  using Ticket = std::uint64_t;
+
+  explicit PrefillQueue(Options options) : options_(options) {}
+  PrefillQueue() : PrefillQueue(Options{}) {}
+
+  // A prefill routed to `worker`, predicted to take `predicted_seconds`. True: it may start now;
+  // false: it is held until Done() of an earlier one releases it. Tickets must be unique among
+  // those not yet Done.
+  bool Enqueue(Ticket ticket, WorkerSlot worker, double predicted_seconds, double now_seconds);
+
+  // The prefill `ticket` finished, failed or was abandoned, held or out. A prefill that was out
+  // frees its worker's place, and the tickets released by that are returned (to start now).
+  // Unknown tickets are ignored.
+  std::vector<Ticket> Done(Ticket ticket);
+
+  // Everything held for `worker` goes out now (the worker left routing: its requests should fail
+  // or finish rather than wait for completions that will never come).
+  std::vector<Ticket> ReleaseAll(WorkerSlot worker);
+
+  bool IsHeld(Ticket ticket) const;
+  int held(WorkerSlot worker) const { return static_cast<int>(workers_[worker].held.size()); }
+  int out(WorkerSlot worker) const { return workers_[worker].out; }
+  const Options& options() const { return options_; }
+
+ private:
+  struct PerWorker {
+    int out = 0;
+    std::set<std::pair<double, Ticket>> held;  // (priority key, ticket)
+  };
+  struct Entry {
+    WorkerSlot worker = kNoWorker;
+    bool held = false;
+    double key = 0;
+  };
+  void ReleaseNext(WorkerSlot worker, std::vector<Ticket>* released);
+
+  Options options_;
+  std::array<PerWorker, kMaxWorkers> workers_{};
+  absl::flat_hash_map<Ticket, Entry> tickets_;
+};
+
+// The router holds prefills for its own policy only; the baselines dispatch at once, as their
+// published rules do (and as tandem-sim replays them).
+inline bool PolicyHoldsPrefills(absl::string_view policy_name) { return policy_name == "tandem"; }
+
+}  // namespace tandem::routing
