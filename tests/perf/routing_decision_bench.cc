@@ -10,6 +10,10 @@
 //    machines of different speed or load compare;
 //  - the share of the router's decision spent hashing the prompt (ChainedBlockHashesInto alone).
 //   build-x/tests/perf/tandem_routing_decision_bench [--blocks N] [--chain N] [--decisions N]
+//                                                     [--gap-us N]
+// Decisions run back to back by default, which keeps the index's recently used memory in cache;
+// --gap-us sleeps between decisions, as a router with sparse traffic does, so that they find it
+// evicted by whatever else ran meanwhile.
 // Target (the prefix-affinity routing issue): p99 < 50 us at 64 workers and 1M indexed blocks.
 #include <algorithm>
 #include <chrono>
@@ -19,6 +23,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -41,7 +46,12 @@ struct Options {
   int decisions = 200000;
   int prefill_workers = 48;      // 64 workers in all
   int decode_workers = 16;
+  int gap_us = 0;                // sleep between decisions
 };
+
+void Gap(const Options& o) {
+  if (o.gap_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(o.gap_us));
+}
 
 double Micros(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
 
@@ -137,6 +147,7 @@ Latency MeasureReference(const Options& o, const Corpus& c, const std::vector<Re
     }
     us.push_back(Micros(Clock::now() - start));
     sink += run;
+    Gap(o);
   }
   if (sink == 0) std::printf("(no request matched anything)\n");
   return Summarize(us);
@@ -197,6 +208,7 @@ int MeasureRouter(const Options& o, const Corpus& c, const std::vector<Request>&
     if (!choice.ok()) return 1;
     router.PrefillFinished(choice->prefill_ticket, &answer);
     router.DecodeFinished(choice->decode_ticket);
+    Gap(o);
   }
   Print("router (tandem)", Summarize(us), reference);
   // The part of that decision spent hashing the prompt (outside the router's lock).
@@ -208,6 +220,7 @@ int MeasureRouter(const Options& o, const Corpus& c, const std::vector<Request>&
     const auto start = Clock::now();
     sink += ChainedBlockHashesInto(tokens, kBlockTokens, 0, chain) > 0 ? chain.back() : 0;
     us.push_back(Micros(Clock::now() - start));
+    Gap(o);
   }
   if (sink == 0) std::printf("(no prompt hashed)\n");
   Print(" of which prompt hash", Summarize(us), reference);
@@ -221,8 +234,10 @@ int Run(const Options& o) {
   if (!router.ok()) return 1;
   const Corpus corpus = MakeCorpus(o, **router, rng);
   const std::vector<Request> requests = MakeRequests(o, corpus, **router, rng);
-  std::printf("%d prefill + %d decode workers, %zu indexed blocks, %d-block requests, %d decisions\n",
-              o.prefill_workers, o.decode_workers, o.blocks, o.chain, o.decisions);
+  const std::string spacing =
+      o.gap_us > 0 ? std::to_string(o.gap_us) + " us apart" : std::string("back to back");
+  std::printf("%d prefill + %d decode workers, %zu indexed blocks, %d-block requests, %d decisions %s\n",
+              o.prefill_workers, o.decode_workers, o.blocks, o.chain, o.decisions, spacing.c_str());
   const Latency reference = MeasureReference(o, corpus, requests);
   std::printf("%-22s p50 %7.2f us  p99 %7.2f us  max %8.2f us\n", "reference (hash map)",
               reference.p50, reference.p99, reference.max);
@@ -279,6 +294,7 @@ int Run(const Options& o) {
       index.Touch(chain);
       us.push_back(Micros(Clock::now() - t0));
       if (!d.ok()) return 1;
+      Gap(o);
     }
     Print(name.c_str(), Summarize(us), reference);
   }
@@ -295,12 +311,14 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--blocks") == 0) o.blocks = static_cast<std::size_t>(v);
     else if (std::strcmp(argv[i], "--chain") == 0) o.chain = static_cast<int>(v);
     else if (std::strcmp(argv[i], "--decisions") == 0) o.decisions = static_cast<int>(v);
+    else if (std::strcmp(argv[i], "--gap-us") == 0) o.gap_us = static_cast<int>(v);
     else {
-      std::fprintf(stderr, "usage: %s [--blocks N] [--chain N] [--decisions N]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--blocks N] [--chain N] [--decisions N] [--gap-us N]\n",
+                   argv[0]);
       return 2;
     }
   }
-  if (o.blocks < 1 || o.chain < 1 || o.decisions < 1) {
+  if (o.blocks < 1 || o.chain < 1 || o.decisions < 1 || o.gap_us < 0) {
     std::fprintf(stderr, "values must be positive\n");
     return 2;
   }
