@@ -48,8 +48,8 @@ TEST(ChainedBlockHash, EqualsTheBufferedDefinitionOnRandomInputs) {
   std::uniform_int_distribution<std::size_t> length(0, 70);
   std::uniform_int_distribution<std::int32_t> any_token(std::numeric_limits<std::int32_t>::min(),
                                                         std::numeric_limits<std::int32_t>::max());
-  // Token ids of small, large (> 2^16) and any vocabulary, and their mix: the streamed version
-  // takes shortcuts over zero high bytes.
+  // Token ids of a small vocabulary, of a large one (up to 2^18, past 2^16), any int32, and a mix
+  // of the three: the streamed version takes shortcuts over zero high bytes.
   std::uniform_int_distribution<std::int32_t> small_token(0, 300);
   std::uniform_int_distribution<std::int32_t> large_vocab_token(0, 1 << 18);
   for (int trial = 0; trial < 4000; ++trial) {
