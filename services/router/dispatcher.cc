@@ -83,6 +83,12 @@ absl::StatusOr<GenerationOutcome> Dispatcher::RunDisaggregated(const GenerationR
                                                                const WorkerEntry& decode,
                                                                CallCanceller* canceller,
                                                                StreamState* state) {
+  // Held prefills wait before anything is reserved on decode.
+  if (state->prefill_lease != nullptr) {
+    if (absl::Status st = state->prefill_lease->AwaitStart(canceller, request.deadline); !st.ok()) {
+      return st;
+    }
+  }
   v1::ReserveKvResponse reservation;
   {
     grpc::ClientContext ctx;

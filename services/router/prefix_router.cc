@@ -10,6 +10,9 @@
 namespace tandem::router {
 namespace {
 
+// The hold queue's order before a worker's speed is learnt: only relative sizes matter then.
+constexpr double kPriorPrefillSecondsPerToken = 1.0 / 8000;
+
 using routing::BlockHash;
 using routing::kNoWorker;
 using routing::WorkerMask;
@@ -89,7 +92,10 @@ PrefixRouter::PrefixRouter(Options options, std::unique_ptr<routing::Policy> pol
     : options_(std::move(options)),
       policy_(std::move(policy)),
       epoch_(options_.now()),
-      index_(routing::KvIndex::Options{.max_blocks = options_.max_index_blocks}) {}
+      index_(routing::KvIndex::Options{.max_blocks = options_.max_index_blocks}),
+      hold_(routing::PrefillQueue::Options{
+          .depth = routing::PolicyHoldsPrefills(policy_->name()) ? options_.prefill_hold_depth : 0,
+          .aging = options_.prefill_hold_aging}) {}
 
 double PrefixRouter::Seconds() const {
   return std::chrono::duration<double>(options_.now() - epoch_).count();
@@ -257,6 +263,9 @@ absl::StatusOr<PrefixRouter::Choice> PrefixRouter::Choose(std::span<const std::i
     if (state.slot == kNoWorker) continue;
     const bool candidate = (routable & routing::SlotBit(state.slot)) != 0;
     if (state.available != candidate) (void)table_.SetAvailable(state.slot, candidate);
+    // Held prefills of a worker out of routing would wait for completions that never come: they
+    // go now and fail (or finish) on their own.
+    if (!candidate && hold_.held(state.slot) > 0) (void)hold_.ReleaseAll(state.slot);
   }
   routing::RouteRequest request{.block_hashes = chain,
                                 .prompt_tokens = static_cast<std::int64_t>(prompt.size()),
@@ -296,6 +305,17 @@ absl::StatusOr<PrefixRouter::Choice> PrefixRouter::Choose(std::span<const std::i
                                      .prompt_tokens = prompt_tokens,
                                      .blocks = blocks,
                                      .dispatched = now});
+  // Only prefill-only workers are held: a combined worker's prefill accounting lasts its whole
+  // generation, so holding would serialise generations.
+  if (decision->decode != kNoWorker) {
+    const routing::WorkerState& state = table_.states()[decision->prefill];
+    const double seconds_per_token = state.prefill_seconds_per_token > 0
+                                         ? state.prefill_seconds_per_token
+                                         : kPriorPrefillSecondsPerToken;
+    choice.held = !hold_.Enqueue(static_cast<routing::PrefillQueue::Ticket>(choice.prefill_ticket),
+                                 decision->prefill,
+                                 static_cast<double>(uncached) * seconds_per_token, now);
+  }
   if (decision->decode != kNoWorker) {
     choice.decode = decode->entry;
     table_.OnDecodeDispatched(decision->decode, blocks);
@@ -306,8 +326,41 @@ absl::StatusOr<PrefixRouter::Choice> PrefixRouter::Choose(std::span<const std::i
   return choice;
 }
 
+bool PrefixRouter::PrefillHeld(int ticket) {
+  absl::MutexLock lock(&mu_);
+  return hold_.IsHeld(static_cast<routing::PrefillQueue::Ticket>(ticket));
+}
+
+absl::Status PrefixRouter::AwaitPrefillTurn(int ticket, CallCanceller* canceller,
+                                            std::chrono::system_clock::time_point deadline) {
+  const auto key = static_cast<routing::PrefillQueue::Ticket>(ticket);
+  struct Wait {
+    routing::PrefillQueue* queue;
+    routing::PrefillQueue::Ticket ticket;
+  } wait{nullptr, key};
+  absl::MutexLock lock(&mu_);
+  wait.queue = &hold_;
+  const absl::Condition released(
+      +[](Wait* w) { return !w->queue->IsHeld(w->ticket); }, &wait);
+  while (hold_.IsHeld(key)) {
+    // Cancellation and the deadline are checked between short waits: neither signals this mutex.
+    absl::Status gave_up = canceller->reason();
+    if (gave_up.ok() && std::chrono::system_clock::now() >= deadline) {
+      gave_up = absl::DeadlineExceededError("deadline passed while waiting for a prefill worker");
+    }
+    if (!gave_up.ok()) {
+      (void)hold_.Done(key);
+      return gave_up;
+    }
+    mu_.AwaitWithTimeout(released, absl::Milliseconds(10));
+  }
+  return absl::OkStatus();
+}
+
 void PrefixRouter::PrefillFinished(int ticket, const v1::PrefillResponse* response) {
   absl::MutexLock lock(&mu_);
+  // Its place (or its spot in the queue) is free whatever happened to it.
+  (void)hold_.Done(static_cast<routing::PrefillQueue::Ticket>(ticket));
   if (ticket < 0 || ticket >= static_cast<int>(tickets_.size()) || !tickets_[ticket].used) return;
   const Ticket t = tickets_[ticket];
   tickets_[ticket].used = false;

@@ -11,8 +11,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "call_canceller.h"
 #include "tandem/routing/kv_index.h"
 #include "tandem/routing/policy.h"
+#include "tandem/routing/prefill_queue.h"
 #include "tandem/routing/worker_slots.h"
 #include "tandem/routing/worker_state.h"
 #include "tandem/v1/router_control.pb.h"
@@ -33,6 +35,10 @@ class PrefixRouter {
     int block_size = 16;
     std::string policy = "tandem";
     std::size_t max_index_blocks = std::size_t{1} << 20;
+    // The tandem policy's hold queue (routing::PrefillQueue): prefills out per prefill worker (0:
+    // none held) and the priority a held one gains per second.
+    int prefill_hold_depth = 1;
+    double prefill_hold_aging = 0.1;
     SteadyNow now = [] { return std::chrono::steady_clock::now(); };
   };
   static absl::StatusOr<std::unique_ptr<PrefixRouter>> Create(Options options);
@@ -56,6 +62,8 @@ class PrefixRouter {
     // Accounting handles: pass them to the lease hooks below.
     int prefill_ticket = -1;
     int decode_ticket = -1;
+    // The prefill must wait for its turn (AwaitPrefillTurn) before it starts.
+    bool held = false;
   };
   absl::StatusOr<Choice> Choose(std::span<const std::int32_t> prompt, const Candidates& candidates,
                                 std::int64_t max_output_tokens = 0);
@@ -63,6 +71,11 @@ class PrefixRouter {
   // Ends the accounting of a dispatched prefill: measured, when the worker answered, else without
   // a speed sample (it failed or the request was cancelled first).
   void PrefillFinished(int ticket, const v1::PrefillResponse* response);
+  // Blocks while the prefill is held. OK once it may start; the canceller's reason or
+  // DEADLINE_EXCEEDED otherwise (the prefill then leaves the queue).
+  absl::Status AwaitPrefillTurn(int ticket, CallCanceller* canceller,
+                                std::chrono::system_clock::time_point deadline);
+  bool PrefillHeld(int ticket);
   void DecodeFinished(int ticket);
 
   // Chained hashes of the prompt's full blocks (what workers publish for the same tokens).
@@ -109,6 +122,7 @@ class PrefixRouter {
   absl::Mutex mu_;
   routing::KvIndex index_ ABSL_GUARDED_BY(mu_);
   routing::WorkerTable table_ ABSL_GUARDED_BY(mu_);
+  routing::PrefillQueue hold_ ABSL_GUARDED_BY(mu_);
   routing::WorkerSlots slots_ ABSL_GUARDED_BY(mu_);
   std::array<SlotInfo, routing::kMaxWorkers> info_ ABSL_GUARDED_BY(mu_){};
   std::vector<Ticket> tickets_ ABSL_GUARDED_BY(mu_);

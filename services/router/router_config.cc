@@ -44,6 +44,13 @@ void BindRouterFlags(config::FlagSet* f, RouterConfig* c) {
   f->Int64("routing-index-blocks", &c->routing_index_blocks,
            "KV blocks the prefix index remembers (least recently used forgotten beyond)",
            "TANDEM_ROUTER_ROUTING_INDEX_BLOCKS");
+  f->Int("prefill-hold-depth", &c->prefill_hold_depth,
+         "tandem policy: prefills sent to a prefill worker at a time; the rest wait in the router, "
+         "shortest predicted first (0: send at once)",
+         "TANDEM_ROUTER_PREFILL_HOLD_DEPTH");
+  f->Double("prefill-hold-aging", &c->prefill_hold_aging,
+            "seconds of priority a held prefill gains per second it waits (bounds its wait)",
+            "TANDEM_ROUTER_PREFILL_HOLD_AGING");
   f->Int("http-io-threads", &c->http_io_threads, "HTTP I/O threads",
          "TANDEM_ROUTER_HTTP_IO_THREADS");
   f->Int64("max-body-bytes", &c->max_body_bytes, "largest request body accepted (413 beyond)",

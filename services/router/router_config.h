@@ -24,6 +24,8 @@ struct RouterConfig {
   std::string kv_hash_scheme = "chained-fnv1a-splitmix64/v1";  // and another hash scheme
   std::string routing_policy = "tandem";  // tandem::routing::MakePolicy names
   std::int64_t routing_index_blocks = std::int64_t{1} << 20;  // KV prefix index bound
+  int prefill_hold_depth = 1;         // tandem policy: prefills out per prefill worker; 0: no hold
+  double prefill_hold_aging = 0.1;    // seconds of priority a held prefill gains per second
   int http_io_threads = 4;
   std::int64_t max_body_bytes = 8 << 20;
   int header_timeout_ms = 10000;  // slow-loris bound: headers must arrive within it

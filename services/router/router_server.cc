@@ -49,11 +49,17 @@ absl::Status RouterServer::Init() {
   if (cfg.routing_index_blocks < 1) {
     return absl::InvalidArgumentError("--routing-index-blocks must be >= 1");
   }
+  if (cfg.prefill_hold_depth < 0 || !(cfg.prefill_hold_aging >= 0)) {
+    return absl::InvalidArgumentError(
+        "--prefill-hold-depth and --prefill-hold-aging must not be negative");
+  }
   TANDEM_ASSIGN_OR_RETURN(prefix_router_,
                           PrefixRouter::Create(PrefixRouter::Options{
                               .block_size = cfg.kv_block_size,
                               .policy = cfg.routing_policy,
                               .max_index_blocks = static_cast<std::size_t>(cfg.routing_index_blocks),
+                              .prefill_hold_depth = cfg.prefill_hold_depth,
+                              .prefill_hold_aging = cfg.prefill_hold_aging,
                               .now = options_.now}));
   selector_ = std::make_unique<PolicySelector>(registry_.get(), prefix_router_.get());
   dispatcher_ = std::make_unique<Dispatcher>(registry_.get(), Dispatcher::Options{.metrics = &metrics_});

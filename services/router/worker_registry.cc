@@ -37,6 +37,12 @@ void WorkerLease::PrefillDone(const v1::PrefillResponse& response) {
   prefill_hook_ = nullptr;
 }
 
+absl::Status WorkerLease::AwaitStart(CallCanceller* canceller,
+                                     std::chrono::system_clock::time_point deadline) {
+  if (!start_gate_) return absl::OkStatus();
+  return start_gate_(canceller, deadline);
+}
+
 void WorkerLease::Watch(CallCanceller* canceller) {
   if (watched_ != nullptr) return;
   watched_ = canceller;

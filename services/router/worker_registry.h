@@ -72,6 +72,13 @@ class WorkerLease {
   }
   void SetReleaseHook(std::function<void()> hook) { release_hook_ = std::move(hook); }
   void PrefillDone(const v1::PrefillResponse& response);
+  // The router may hold a prefill until the worker is free (PrefixRouter's hold queue): the
+  // dispatcher waits on the gate before it starts the prefill. OK at once without a gate; else the
+  // gate's answer (the canceller's reason, DEADLINE_EXCEEDED).
+  using StartGate =
+      std::function<absl::Status(CallCanceller*, std::chrono::system_clock::time_point)>;
+  void SetStartGate(StartGate gate) { start_gate_ = std::move(gate); }
+  absl::Status AwaitStart(CallCanceller* canceller, std::chrono::system_clock::time_point deadline);
 
  private:
   WorkerRegistry* registry_;
@@ -79,6 +86,7 @@ class WorkerLease {
   CallCanceller* watched_ = nullptr;
   std::function<void(const v1::PrefillResponse*)> prefill_hook_;
   std::function<void()> release_hook_;
+  StartGate start_gate_;
 };
 
 // A healthy candidate and its load: router in-flight plus the last reported running + waiting.

@@ -75,6 +75,12 @@ absl::StatusOr<WorkerPlan> PolicySelector::Select(const std::string& model,
     plan.combined = std::move(first);
     return plan;
   }
+  if (choice->held) {
+    first->SetStartGate([router, ticket = choice->prefill_ticket](
+                            CallCanceller* canceller, std::chrono::system_clock::time_point deadline) {
+      return router->AwaitPrefillTurn(ticket, canceller, deadline);
+    });
+  }
   plan.prefill = std::move(first);
   plan.decode = registry_->Acquire(choice->decode);
   plan.decode->SetReleaseHook(

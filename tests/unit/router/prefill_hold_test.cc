@@ -1,0 +1,152 @@
+// The router's prefill hold queue (tandem policy): beyond --prefill-hold-depth prefills out per
+// prefill worker, requests wait in the router and the shortest predicted goes next; a held request
+// gives up on cancellation or its deadline; a worker leaving routing releases what it held.
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "grpcpp/create_channel.h"
+#include "gtest/gtest.h"
+#include "prefix_router.h"
+
+namespace tandem::router {
+namespace {
+
+using std::chrono::milliseconds;
+using SystemClock = std::chrono::system_clock;
+
+std::shared_ptr<WorkerEntry> Entry(const std::string& id, v1::WorkerRole role) {
+  v1::WorkerInfo info;
+  info.set_worker_id(id);
+  info.set_role(role);
+  info.set_incarnation(1);
+  return std::make_shared<WorkerEntry>(
+      info, grpc::CreateChannel("127.0.0.1:1", grpc::InsecureChannelCredentials()));
+}
+
+// Distinct prompts (no shared prefix) of n tokens.
+std::vector<std::int32_t> Prompt(int n, int seed) { return std::vector<std::int32_t>(n, seed); }
+
+class PrefillHoldTest : public ::testing::Test {
+ protected:
+  void Start(const std::string& policy, int depth = 1) {
+    auto router = PrefixRouter::Create({.block_size = 16,
+                                        .policy = policy,
+                                        .prefill_hold_depth = depth,
+                                        .prefill_hold_aging = 0.1});
+    ASSERT_TRUE(router.ok()) << router.status();
+    router_ = std::move(*router);
+    for (const auto& e : {p1_, p2_, d_}) ASSERT_TRUE(router_->OnRegistered(e->info()).ok());
+  }
+
+  PrefixRouter::Choice Choose(const std::vector<std::int32_t>& prompt,
+                              const PrefixRouter::Candidates& candidates) {
+    absl::StatusOr<PrefixRouter::Choice> choice = router_->Choose(prompt, candidates);
+    EXPECT_TRUE(choice.ok()) << choice.status();
+    return choice.ok() ? *choice : PrefixRouter::Choice{};
+  }
+
+  absl::Status Await(const PrefixRouter::Choice& c, CallCanceller* canceller,
+                     milliseconds within = milliseconds(0)) {
+    return router_->AwaitPrefillTurn(c.prefill_ticket, canceller, SystemClock::now() + within);
+  }
+
+  std::shared_ptr<WorkerEntry> p1_ = Entry("p1", v1::WORKER_ROLE_PREFILL);
+  std::shared_ptr<WorkerEntry> p2_ = Entry("p2", v1::WORKER_ROLE_PREFILL);
+  std::shared_ptr<WorkerEntry> d_ = Entry("d", v1::WORKER_ROLE_DECODE);
+  PrefixRouter::Candidates one_prefill_{.prefill = {{p1_}}, .decode = {{d_}}};
+  std::unique_ptr<PrefixRouter> router_;
+  CallCanceller canceller_;
+};
+
+TEST_F(PrefillHoldTest, HoldsBeyondTheDepthAndReleasesTheShortestFirst) {
+  Start("tandem");
+  const PrefixRouter::Choice running = Choose(Prompt(1000, 1), one_prefill_);
+  const PrefixRouter::Choice long_one = Choose(Prompt(800, 2), one_prefill_);
+  const PrefixRouter::Choice short_one = Choose(Prompt(32, 3), one_prefill_);
+  EXPECT_FALSE(running.held);
+  EXPECT_TRUE(long_one.held);
+  EXPECT_TRUE(short_one.held);
+  EXPECT_TRUE(Await(running, &canceller_).ok());
+  EXPECT_TRUE(router_->PrefillHeld(long_one.prefill_ticket));
+  EXPECT_TRUE(router_->PrefillHeld(short_one.prefill_ticket));
+
+  v1::PrefillResponse answer;
+  router_->PrefillFinished(running.prefill_ticket, &answer);
+  EXPECT_FALSE(router_->PrefillHeld(short_one.prefill_ticket));  // arrived later, shorter
+  EXPECT_TRUE(router_->PrefillHeld(long_one.prefill_ticket));
+  EXPECT_TRUE(Await(short_one, &canceller_).ok());
+
+  // A waiter wakes when its turn comes.
+  std::thread finisher([&] {
+    std::this_thread::sleep_for(milliseconds(50));
+    router_->PrefillFinished(short_one.prefill_ticket, &answer);
+  });
+  EXPECT_TRUE(Await(long_one, &canceller_, milliseconds(10000)).ok());
+  finisher.join();
+}
+
+TEST_F(PrefillHoldTest, AHeldPrefillGivesUpOnCancellationOrDeadlineAndFreesNoPlace) {
+  Start("tandem");
+  const PrefixRouter::Choice running = Choose(Prompt(1000, 1), one_prefill_);
+  const PrefixRouter::Choice cancelled = Choose(Prompt(32, 2), one_prefill_);
+  const PrefixRouter::Choice timed_out = Choose(Prompt(48, 3), one_prefill_);
+  const PrefixRouter::Choice last = Choose(Prompt(64, 4), one_prefill_);
+  ASSERT_TRUE(cancelled.held && timed_out.held && last.held);
+
+  CallCanceller gone;
+  std::thread client([&] {
+    std::this_thread::sleep_for(milliseconds(50));
+    gone.Cancel(absl::CancelledError("client disconnected"));
+  });
+  const absl::Status why = Await(cancelled, &gone, milliseconds(10000));
+  client.join();
+  EXPECT_EQ(why.code(), absl::StatusCode::kCancelled) << why;
+  EXPECT_EQ(Await(timed_out, &canceller_, milliseconds(30)).code(),
+            absl::StatusCode::kDeadlineExceeded);
+  // Neither took the running prefill's place; their leases end without an answer.
+  EXPECT_TRUE(router_->PrefillHeld(last.prefill_ticket));
+  router_->PrefillFinished(cancelled.prefill_ticket, nullptr);
+  router_->PrefillFinished(timed_out.prefill_ticket, nullptr);
+  EXPECT_TRUE(router_->PrefillHeld(last.prefill_ticket));
+  v1::PrefillResponse answer;
+  router_->PrefillFinished(running.prefill_ticket, &answer);
+  EXPECT_FALSE(router_->PrefillHeld(last.prefill_ticket));
+}
+
+TEST_F(PrefillHoldTest, AWorkerLeavingRoutingReleasesWhatItHeld) {
+  Start("tandem");
+  const PrefixRouter::Choice running = Choose(Prompt(1000, 1), one_prefill_);
+  const PrefixRouter::Choice held = Choose(Prompt(32, 2), one_prefill_);
+  ASSERT_TRUE(held.held);
+  // p1 is no longer a candidate (its lease ran out): what waits for it goes, to fail or finish on
+  // its own rather than wait for a completion that will not come.
+  const PrefixRouter::Candidates without_p1{.prefill = {{p2_}}, .decode = {{d_}}};
+  const PrefixRouter::Choice elsewhere = Choose(Prompt(32, 3), without_p1);
+  EXPECT_EQ(elsewhere.prefill, p2_);
+  EXPECT_FALSE(router_->PrefillHeld(held.prefill_ticket));
+  EXPECT_TRUE(Await(held, &canceller_).ok());
+}
+
+TEST_F(PrefillHoldTest, BaselinesAndDepthZeroNeverHold) {
+  for (const char* policy : {"round-robin", "least-load", "sglang-cache-aware", "dynamo-cost"}) {
+    Start(policy);
+    for (int i = 0; i < 4; ++i) EXPECT_FALSE(Choose(Prompt(500, i), one_prefill_).held) << policy;
+  }
+  Start("tandem", /*depth=*/0);
+  for (int i = 0; i < 4; ++i) EXPECT_FALSE(Choose(Prompt(500, i), one_prefill_).held);
+}
+
+TEST_F(PrefillHoldTest, CombinedWorkersAreNeverHeld) {
+  // A combined worker's "prefill" lasts its whole generation: holding would serialise them.
+  Start("tandem");
+  auto c = Entry("c", v1::WORKER_ROLE_COMBINED);
+  ASSERT_TRUE(router_->OnRegistered(c->info()).ok());
+  const PrefixRouter::Candidates combined{.prefill = {{c}}};
+  for (int i = 0; i < 4; ++i) EXPECT_FALSE(Choose(Prompt(500, i), combined).held);
+}
+
+}  // namespace
+}  // namespace tandem::router
