@@ -7,24 +7,16 @@
 #include <thread>
 #include <vector>
 
-#include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
 #include "prefix_router.h"
+#include "unconnected_worker.h"
 
 namespace tandem::router {
 namespace {
 
 using std::chrono::milliseconds;
 using SystemClock = std::chrono::system_clock;
-
-std::shared_ptr<WorkerEntry> Entry(const std::string& id, v1::WorkerRole role) {
-  v1::WorkerInfo info;
-  info.set_worker_id(id);
-  info.set_role(role);
-  info.set_incarnation(1);
-  return std::make_shared<WorkerEntry>(
-      info, grpc::CreateChannel("127.0.0.1:1", grpc::InsecureChannelCredentials()));
-}
+using testing::UnconnectedWorker;
 
 // Distinct prompts (no shared prefix) of n tokens.
 std::vector<std::int32_t> Prompt(int n, int seed) { return std::vector<std::int32_t>(n, seed); }
@@ -53,9 +45,9 @@ class PrefillHoldTest : public ::testing::Test {
     return router_->AwaitPrefillTurn(c.prefill_ticket, canceller, SystemClock::now() + within);
   }
 
-  std::shared_ptr<WorkerEntry> p1_ = Entry("p1", v1::WORKER_ROLE_PREFILL);
-  std::shared_ptr<WorkerEntry> p2_ = Entry("p2", v1::WORKER_ROLE_PREFILL);
-  std::shared_ptr<WorkerEntry> d_ = Entry("d", v1::WORKER_ROLE_DECODE);
+  std::shared_ptr<WorkerEntry> p1_ = UnconnectedWorker("p1", v1::WORKER_ROLE_PREFILL);
+  std::shared_ptr<WorkerEntry> p2_ = UnconnectedWorker("p2", v1::WORKER_ROLE_PREFILL);
+  std::shared_ptr<WorkerEntry> d_ = UnconnectedWorker("d", v1::WORKER_ROLE_DECODE);
   PrefixRouter::Candidates one_prefill_{.prefill = {{p1_}}, .decode = {{d_}}};
   std::unique_ptr<PrefixRouter> router_;
   CallCanceller canceller_;
@@ -142,7 +134,7 @@ TEST_F(PrefillHoldTest, BaselinesAndDepthZeroNeverHold) {
 TEST_F(PrefillHoldTest, CombinedWorkersAreNeverHeld) {
   // A combined worker's "prefill" lasts its whole generation: holding would serialise them.
   Start("tandem");
-  auto c = Entry("c", v1::WORKER_ROLE_COMBINED);
+  auto c = UnconnectedWorker("c", v1::WORKER_ROLE_COMBINED);
   ASSERT_TRUE(router_->OnRegistered(c->info()).ok());
   const PrefixRouter::Candidates combined{.prefill = {{c}}};
   for (int i = 0; i < 4; ++i) EXPECT_FALSE(Choose(Prompt(500, i), combined).held);

@@ -6,6 +6,7 @@
 #include "grpcpp/create_channel.h"
 #include "prefix_router.h"
 #include "router_fixture.h"
+#include "unconnected_worker.h"
 
 namespace tandem::router::testing {
 namespace {
@@ -304,16 +305,9 @@ TEST(PrefixRouterTest, LearnsEachWorkersPrefillSpeedFromFinishedPrefills) {
       {.block_size = 16, .policy = "tandem",
        .now = [&now_ms] { return std::chrono::steady_clock::time_point(milliseconds(now_ms)); }});
   ASSERT_TRUE(router.ok()) << router.status();
-  auto entry = [](const std::string& id, v1::WorkerRole role) {
-    v1::WorkerInfo info;
-    info.set_worker_id(id);
-    info.set_role(role);
-    info.set_incarnation(1);
-    return std::make_shared<WorkerEntry>(
-        info, grpc::CreateChannel("127.0.0.1:1", grpc::InsecureChannelCredentials()));
-  };
-  auto p1 = entry("p1", v1::WORKER_ROLE_PREFILL), p2 = entry("p2", v1::WORKER_ROLE_PREFILL);
-  auto d = entry("d", v1::WORKER_ROLE_DECODE);
+  auto p1 = UnconnectedWorker("p1", v1::WORKER_ROLE_PREFILL);
+  auto p2 = UnconnectedWorker("p2", v1::WORKER_ROLE_PREFILL);
+  auto d = UnconnectedWorker("d", v1::WORKER_ROLE_DECODE);
   for (const auto& e : {p1, p2, d}) ASSERT_TRUE((*router)->OnRegistered(e->info()).ok());
   PrefixRouter::Candidates candidates{.prefill = {{p1}, {p2}}, .decode = {{d}}};
   const std::vector<std::int32_t> prompt(1000, 5);
