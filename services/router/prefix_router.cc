@@ -265,7 +265,10 @@ absl::StatusOr<PrefixRouter::Choice> PrefixRouter::Choose(std::span<const std::i
     if (state.available != candidate) (void)table_.SetAvailable(state.slot, candidate);
     // Held prefills of a worker out of routing would wait for completions that never come: they
     // go now and fail (or finish) on their own.
-    if (!candidate && hold_.held(state.slot) > 0) (void)hold_.ReleaseAll(state.slot);
+    if (!candidate && hold_.held(state.slot) > 0) {
+      (void)hold_.ReleaseAll(state.slot);
+      PublishHeld();
+    }
   }
   routing::RouteRequest request{.block_hashes = chain,
                                 .prompt_tokens = static_cast<std::int64_t>(prompt.size()),
@@ -315,6 +318,7 @@ absl::StatusOr<PrefixRouter::Choice> PrefixRouter::Choose(std::span<const std::i
     choice.held = !hold_.Enqueue(static_cast<routing::PrefillQueue::Ticket>(choice.prefill_ticket),
                                  decision->prefill,
                                  static_cast<double>(uncached) * seconds_per_token, now);
+    if (choice.held) PublishHeld();
   }
   if (decision->decode != kNoWorker) {
     choice.decode = decode->entry;
@@ -342,6 +346,7 @@ absl::Status PrefixRouter::AwaitPrefillTurn(int ticket, CallCanceller* canceller
   wait.queue = &hold_;
   const absl::Condition released(
       +[](Wait* w) { return !w->queue->IsHeld(w->ticket); }, &wait);
+  bool waited = false;
   while (hold_.IsHeld(key)) {
     // Cancellation and the deadline are checked between short waits: neither signals this mutex.
     absl::Status gave_up = canceller->reason();
@@ -350,17 +355,30 @@ absl::Status PrefixRouter::AwaitPrefillTurn(int ticket, CallCanceller* canceller
     }
     if (!gave_up.ok()) {
       (void)hold_.Done(key);
+      PublishHeld();
       return gave_up;
     }
     mu_.AwaitWithTimeout(released, absl::Milliseconds(10));
+    waited = true;
+  }
+  if (waited && options_.metrics != nullptr && ticket >= 0 &&
+      ticket < static_cast<int>(tickets_.size())) {
+    options_.metrics->prefill_hold_seconds->Observe(Seconds() - tickets_[ticket].dispatched);
   }
   return absl::OkStatus();
+}
+
+void PrefixRouter::PublishHeld() {
+  if (options_.metrics != nullptr) {
+    options_.metrics->prefills_held->Set(static_cast<double>(hold_.total_held()));
+  }
 }
 
 void PrefixRouter::PrefillFinished(int ticket, const v1::PrefillResponse* response) {
   absl::MutexLock lock(&mu_);
   // Its place (or its spot in the queue) is free whatever happened to it.
   (void)hold_.Done(static_cast<routing::PrefillQueue::Ticket>(ticket));
+  PublishHeld();
   if (ticket < 0 || ticket >= static_cast<int>(tickets_.size()) || !tickets_[ticket].used) return;
   const Ticket t = tickets_[ticket];
   tickets_[ticket].used = false;

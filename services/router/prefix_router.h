@@ -39,6 +39,7 @@ class PrefixRouter {
     // none held) and the priority a held one gains per second.
     int prefill_hold_depth = 1;
     double prefill_hold_aging = 0.1;
+    const RouterMetrics* metrics = nullptr;  // optional: the hold queue's gauge and histogram
     SteadyNow now = [] { return std::chrono::steady_clock::now(); };
   };
   static absl::StatusOr<std::unique_ptr<PrefixRouter>> Create(Options options);
@@ -115,6 +116,7 @@ class PrefixRouter {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int NewTicket(const Ticket& ticket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool TicketLive(int ticket) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PublishHeld() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
   const std::unique_ptr<routing::Policy> policy_;

@@ -53,6 +53,16 @@ absl::StatusOr<RouterMetrics> RouterMetrics::Create(metrics::Registry* r) {
       Unlabelled(r->AddHistogram("tandem_router_kv_handoff_seconds",
                                  "Prefill-reported KV transfer time per request.",
                                  metrics::ExponentialBuckets(0.0001, 2.0, 18))));
+  TANDEM_ASSIGN_OR_RETURN(
+      m.prefills_held,
+      Unlabelled(r->AddGauge("tandem_router_prefills_held",
+                             "Prefills waiting in the router for their prefill worker "
+                             "(--prefill-hold-depth).")));
+  TANDEM_ASSIGN_OR_RETURN(
+      m.prefill_hold_seconds,
+      Unlabelled(r->AddHistogram("tandem_router_prefill_hold_seconds",
+                                 "How long held prefills waited in the router before starting.",
+                                 latency)));
   return m;
 }
 

@@ -24,6 +24,8 @@ struct RouterMetrics {
   metrics::Family<metrics::Gauge>* worker_up = nullptr;    // {worker, role}
   metrics::Counter* kv_handoff_bytes = nullptr;
   metrics::Histogram* kv_handoff_seconds = nullptr;
+  metrics::Gauge* prefills_held = nullptr;             // in the tandem policy's hold queue
+  metrics::Histogram* prefill_hold_seconds = nullptr;  // routed to released, held ones only
 };
 
 }  // namespace tandem::router

@@ -60,6 +60,7 @@ absl::Status RouterServer::Init() {
                               .max_index_blocks = static_cast<std::size_t>(cfg.routing_index_blocks),
                               .prefill_hold_depth = cfg.prefill_hold_depth,
                               .prefill_hold_aging = cfg.prefill_hold_aging,
+                              .metrics = &metrics_,
                               .now = options_.now}));
   selector_ = std::make_unique<PolicySelector>(registry_.get(), prefix_router_.get());
   dispatcher_ = std::make_unique<Dispatcher>(registry_.get(), Dispatcher::Options{.metrics = &metrics_});

@@ -11,6 +11,7 @@ bool PrefillQueue::Enqueue(Ticket ticket, WorkerSlot worker, double predicted_se
   // start at once.
   if (options_.depth <= 0 || (w.out < options_.depth && w.held.empty())) {
     ++w.out;
+    ++total_out_;
     tickets_[ticket] = entry;
     return true;
   }
@@ -33,6 +34,7 @@ void PrefillQueue::ReleaseNext(WorkerSlot worker, std::vector<Ticket>* released)
   w.held.erase(w.held.begin());
   tickets_[next].held = false;
   ++w.out;
+  ++total_out_;
   released->push_back(next);
 }
 
@@ -48,6 +50,7 @@ std::vector<PrefillQueue::Ticket> PrefillQueue::Done(Ticket ticket) {
     return released;
   }
   --w.out;
+  --total_out_;
   while (w.out < options_.depth && !w.held.empty()) ReleaseNext(entry.worker, &released);
   return released;
 }

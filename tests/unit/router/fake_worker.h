@@ -64,6 +64,7 @@ struct WorkerScript {
   // After this many tokens, Generate stops sending and waits until the call is cancelled.
   int hang_after = -1;
   std::chrono::milliseconds token_delay{0};
+  std::chrono::milliseconds prefill_delay{0};  // how long each Prefill takes
 };
 
 class FakeWorker final : public v1::Worker::Service {
@@ -122,6 +123,11 @@ class FakeWorker final : public v1::Worker::Service {
     absl::MutexLock lock(&mu_);
     return last_generate_;
   }
+  // The most Prefill calls this worker served at the same time.
+  int max_concurrent_prefills() const {
+    absl::MutexLock lock(&mu_);
+    return max_concurrent_prefills_;
+  }
   v1::PrefillRequest last_prefill() const {
     absl::MutexLock lock(&mu_);
     return last_prefill_;
@@ -146,6 +152,15 @@ class FakeWorker final : public v1::Worker::Service {
       last_prefill_ = *request;
     }
     Record(absl::StrCat("Prefill ", request->request_id(), " ", request->kv_target().handoff_id()));
+    {
+      absl::MutexLock lock(&mu_);
+      max_concurrent_prefills_ = std::max(max_concurrent_prefills_, ++concurrent_prefills_);
+    }
+    if (script_.prefill_delay.count() > 0) std::this_thread::sleep_for(script_.prefill_delay);
+    {
+      absl::MutexLock lock(&mu_);
+      --concurrent_prefills_;
+    }
     if (script_.prefill_status != grpc::StatusCode::OK) return grpc::Status(script_.prefill_status, "prefill scripted");
     response->set_first_token_id(script_.first_token);
     response->set_cached_prompt_tokens(script_.cached_prompt_tokens);
@@ -231,6 +246,8 @@ class FakeWorker final : public v1::Worker::Service {
   mutable absl::Mutex mu_;
   bool killed_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::string> calls_ ABSL_GUARDED_BY(mu_);
+  int concurrent_prefills_ ABSL_GUARDED_BY(mu_) = 0;
+  int max_concurrent_prefills_ ABSL_GUARDED_BY(mu_) = 0;
   v1::GenerateRequest last_generate_ ABSL_GUARDED_BY(mu_);
   v1::PrefillRequest last_prefill_ ABSL_GUARDED_BY(mu_);
 };

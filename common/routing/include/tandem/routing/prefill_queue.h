@@ -50,6 +50,7 @@ class PrefillQueue {
   std::vector<Ticket> ReleaseAll(WorkerSlot worker);
 
   bool IsHeld(Ticket ticket) const;
+  std::size_t total_held() const { return tickets_.size() - total_out_; }
   int held(WorkerSlot worker) const { return static_cast<int>(workers_[worker].held.size()); }
   int out(WorkerSlot worker) const { return workers_[worker].out; }
   const Options& options() const { return options_; }
@@ -69,6 +70,7 @@ class PrefillQueue {
   Options options_;
   std::array<PerWorker, kMaxWorkers> workers_{};
   absl::flat_hash_map<Ticket, Entry> tickets_;
+  std::size_t total_out_ = 0;
 };
 
 // The router holds prefills for its own policy only; the baselines dispatch at once, as their
