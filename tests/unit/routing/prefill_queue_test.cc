@@ -16,7 +16,9 @@ TEST(PrefillQueueTest, ReleasesTheShortestHeldPrefillWhenOneEnds) {
   EXPECT_EQ(q.out(0), 1);
   EXPECT_EQ(q.held(0), 3);
   EXPECT_TRUE(q.IsHeld(2));
+  EXPECT_EQ(q.total_held(), 3u);
   EXPECT_EQ(q.Done(1), Tickets({3}));
+  EXPECT_EQ(q.total_held(), 2u);
   EXPECT_FALSE(q.IsHeld(3));
   EXPECT_EQ(q.Done(3), Tickets({4}));
   EXPECT_EQ(q.Done(4), Tickets({2}));
@@ -41,6 +43,7 @@ TEST(PrefillQueueTest, AHeldPrefillThatGivesUpFreesNoPlace) {
   ASSERT_FALSE(q.Enqueue(2, 0, 1, 0));
   ASSERT_FALSE(q.Enqueue(3, 0, 2, 0));
   EXPECT_EQ(q.Done(2), Tickets());  // cancelled while held
+  EXPECT_EQ(q.total_held(), 1u);
   EXPECT_EQ(q.out(0), 1);
   EXPECT_EQ(q.held(0), 1);
   EXPECT_EQ(q.Done(1), Tickets({3}));
