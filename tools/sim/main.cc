@@ -23,7 +23,8 @@ constexpr char kUsage[] =
     "usage: tandem-sim --trace FILE --prefill-workers N --decode-workers M --policy NAME\n"
     "                  [--policy NAME ...] [--capacity-blocks B] [--speedup S] [--block-size T]\n"
     "                  [--decode-capacity-blocks B] [--prefill-slowdown F1,F2,...]\n"
-    "                  [--tandem own_work_weight=X|cache_stickiness=X|max_in_flight_spread=N|\n"
+    "                  [--tandem own_work_weight=X|cache_stickiness=X|shared_prefix_seconds=X|\n"
+    "                            max_in_flight_spread=N|\n"
     "                            prior_prefill_seconds_per_token=X]\n"
     "                  [--prefill-hold-depth N] [--prefill-hold-aging X]  (tandem's hold queue)\n"
     "                  [--prefill-overhead-s X] [--prefill-s-per-token X]\n"
@@ -45,6 +46,7 @@ bool SetTandemOption(absl::string_view assignment, tandem::routing::TandemOption
   if (kv[0] == "own_work_weight") o->own_work_weight = v;
   else if (kv[0] == "own_work_weight_per_queued") o->own_work_weight_per_queued = v;
   else if (kv[0] == "cache_stickiness") o->cache_stickiness = v;
+  else if (kv[0] == "shared_prefix_seconds") o->shared_prefix_seconds = v;
   else if (kv[0] == "max_in_flight_spread") o->max_in_flight_spread = static_cast<int>(v);
   else if (kv[0] == "prior_prefill_seconds_per_token") o->prior_prefill_seconds_per_token = v;
   else return false;

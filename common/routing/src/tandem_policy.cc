@@ -65,6 +65,27 @@ class TandemPolicy final : public Policy {
     return wait + own_weight * own;
   }
 
+  // How many recent requests ended their longest cached match at the same block as this one
+  // (decayed over shared_prefix_seconds), at least 1. A conversation's history is the match end
+  // of its next turn only (1: full stickiness); a tenant's system prompt is the match end of every
+  // question to it, so the more popular, the more worth replicating it on a less loaded worker is
+  // than queueing behind the one worker that has it.
+  double SharedPrefixFanOut(const RouteRequest& request, const ClusterView& view,
+                            const SlotList& pool) {
+    if (!(options_.shared_prefix_seconds > 0)) return 1;
+    int run = 0;
+    for (WorkerSlot w : pool) run = std::max(run, match_[w].blocks());
+    if (run <= 0 || run > static_cast<int>(request.block_hashes.size())) return 1;
+    if (shared_.size() >= options_.max_shared_prefixes) shared_.clear();  // cheap bound
+    SharedPrefix& prefix = shared_[request.block_hashes[run - 1]];
+    const double now = std::max(0.0, view.now_seconds);
+    prefix.count *= std::exp(-std::max(0.0, now - prefix.seen) / options_.shared_prefix_seconds);
+    prefix.seen = now;
+    const double fan_out = std::max(1.0, prefix.count);
+    prefix.count += 1;
+    return fan_out;
+  }
+
   WorkerSlot ChoosePrefill(const RouteRequest& request, const ClusterView& view,
                            const SlotList& pool) {
     const int in_flight_cap = MinInFlight(view, pool) + options_.max_in_flight_spread;
@@ -90,6 +111,7 @@ class TandemPolicy final : public Policy {
         return it->second;
       }
     }
+    const double stickiness = options_.cache_stickiness / SharedPrefixFanOut(request, view, pool);
     // Score: predicted TTFT less the worth of what the worker already holds of this prompt.
     WorkerSlot best = kNoWorker;
     double best_score = INFINITY;
@@ -98,7 +120,7 @@ class TandemPolicy final : public Policy {
       const double cached_seconds =
           static_cast<double>(internal::CoveredTokens(match_[w].Credit(options_.credits), request)) *
           SecondsPerToken(view.workers[w]);
-      const double score = ttft[w] - options_.cache_stickiness * cached_seconds;
+      const double score = ttft[w] - stickiness * cached_seconds;
       if (best == kNoWorker || score < best_score) {
         best = w;
         best_score = score;
@@ -138,6 +160,11 @@ class TandemPolicy final : public Policy {
   TandemOptions options_;
   MatchResult match_;
   absl::flat_hash_map<std::uint64_t, WorkerSlot> sessions_;
+  struct SharedPrefix {
+    double count = 0;  // decayed number of requests whose match ended here
+    double seen = 0;   // when count was last decayed (view clock)
+  };
+  absl::flat_hash_map<BlockHash, SharedPrefix> shared_;
 };
 
 }  // namespace

@@ -53,6 +53,34 @@ TEST_F(TandemPolicyTest, AConversationStaysUntilItsWorkerIsFarBehind) {
   EXPECT_EQ(Route(*plain, Request(Chain(1, 401))).prefill, 0);
 }
 
+TEST_F(TandemPolicyTest, APrefixManyRequestsShareIsReplicatedWhereAHistoryIsNot) {
+  // Worker 1 holds a 400-block prefix and is 15 s behind: with full stickiness a request continuing
+  // that prefix waits there (see above). Different requests ending their match at the same block
+  // (a tenant's system prompt) divide the stickiness by how many came: the third one goes to idle
+  // worker 0 (20 / 2 x 0.8 s = 8 s of credit is less than the 15 s queue).
+  auto with_tail = [](BlockHash tail) {
+    std::vector<BlockHash> chain = Chain(1, 400);
+    chain.push_back(tail);
+    return chain;
+  };
+  for (double shared_prefix_seconds : {600.0, 0.0}) {
+    TandemOptions options;
+    options.cache_stickiness = 20;
+    options.shared_prefix_seconds = shared_prefix_seconds;
+    auto policy = MakeTandemPolicy(options);
+    table_ = WorkerTable();
+    index_ = KvIndex(KvIndex::Options{.max_blocks = 1 << 16});
+    Build(2, 0);
+    Cache(1, Chain(1, 400));
+    QueuePrefill(1, 1, /*tokens=*/120000);  // 15.02 s
+    EXPECT_EQ(Route(*policy, Request(with_tail(9001))).prefill, 1);
+    EXPECT_EQ(Route(*policy, Request(with_tail(9002))).prefill, 1);
+    // Without the fan-out rule (0) every one of them stays.
+    EXPECT_EQ(Route(*policy, Request(with_tail(9003))).prefill, shared_prefix_seconds > 0 ? 0 : 1)
+        << shared_prefix_seconds;
+  }
+}
+
 TEST_F(TandemPolicyTest, LearntSpeedsOutweighQueueLengths) {
   Build(2, 0);
   // Worker 0 turns out 100x slower than worker 1.

@@ -78,6 +78,11 @@ struct TandemOptions {
   // takes room other prefixes would have hit in. High: conversations move only when their worker
   // is far behind.
   double cache_stickiness = 20.0;
+  // ... divided by how many recent requests ended their match at the same block (decayed with this
+  // time constant; 0: never divided): a prefix many requests share is worth replicating on a less
+  // loaded worker, a conversation's private history is not.
+  double shared_prefix_seconds = 600.0;
+  std::size_t max_shared_prefixes = 1 << 16;
   // A session's previous worker wins while its predicted TTFT is this close to the best.
   double session_slack_seconds = 0.25;
   std::size_t max_sessions = 1 << 16;
