@@ -59,7 +59,10 @@ start() {  # name, then the command
   echo $! >"$run_dir/$name.pid"
 }
 
-start router "$build_dir/services/router/tandem-router" --model "$model" \
+# The router's prefix index is read at random on every decision: on 2 MiB pages its p99 stays
+# ~13 us instead of 14-140 us (docs/routing.md, "Decision latency"); glibc < 2.35 ignores this.
+start router env GLIBC_TUNABLES="${GLIBC_TUNABLES:-glibc.malloc.hugetlb=1}" \
+  "$build_dir/services/router/tandem-router" --model "$model" \
   --http-listen "127.0.0.1:$http_port" --control-listen "127.0.0.1:$control_port" \
   --port-file "$run_dir/router.port"
 start prefill "$build_dir/services/prefill/tandem-prefill" --model "$model" \
