@@ -10,9 +10,6 @@
 namespace tandem::router {
 namespace {
 
-// The hold queue's order before a worker's speed is learnt: only relative sizes matter then.
-constexpr double kPriorPrefillSecondsPerToken = 1.0 / 8000;
-
 using routing::BlockHash;
 using routing::kNoWorker;
 using routing::WorkerMask;
@@ -311,16 +308,14 @@ absl::StatusOr<PrefixRouter::Choice> PrefixRouter::Choose(std::span<const std::i
   // Only prefill-only workers are held: a combined worker's prefill accounting lasts its whole
   // generation, so holding would serialise generations.
   if (decision->decode != kNoWorker) {
-    const routing::WorkerState& state = table_.states()[decision->prefill];
-    const double seconds_per_token = state.prefill_seconds_per_token > 0
-                                         ? state.prefill_seconds_per_token
-                                         : kPriorPrefillSecondsPerToken;
+    // Before a worker's speed is learnt the policies' prior orders the queue: only relative sizes
+    // matter then.
+    const double seconds_per_token = table_.states()[decision->prefill].PrefillSecondsPerToken(
+        routing::TandemOptions{}.prior_prefill_seconds_per_token);
     choice.held = !hold_.Enqueue(static_cast<routing::PrefillQueue::Ticket>(choice.prefill_ticket),
                                  decision->prefill,
                                  static_cast<double>(uncached) * seconds_per_token, now);
     if (choice.held) PublishHeld();
-  }
-  if (decision->decode != kNoWorker) {
     choice.decode = decode->entry;
     table_.OnDecodeDispatched(decision->decode, blocks);
     choice.decode_ticket = NewTicket({.slot = decision->decode,
@@ -339,11 +334,10 @@ absl::Status PrefixRouter::AwaitPrefillTurn(int ticket, CallCanceller* canceller
                                             std::chrono::system_clock::time_point deadline) {
   const auto key = static_cast<routing::PrefillQueue::Ticket>(ticket);
   struct Wait {
-    routing::PrefillQueue* queue;
+    const routing::PrefillQueue* queue;
     routing::PrefillQueue::Ticket ticket;
-  } wait{nullptr, key};
+  } wait{&hold_, key};
   absl::MutexLock lock(&mu_);
-  wait.queue = &hold_;
   const absl::Condition released(
       +[](Wait* w) { return !w->queue->IsHeld(w->ticket); }, &wait);
   bool waited = false;

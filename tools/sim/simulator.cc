@@ -190,13 +190,12 @@ class Simulation {
     r.decode_blocks = (t.input_length + t.output_length + config_.block_size - 1) / config_.block_size;
     table_.OnPrefillDispatched(r.prefill, r.predicted_uncached, r.blocks, now_);
     table_.OnDecodeDispatched(r.decode, r.decode_blocks);
-    // The router's prediction, as PrefixRouter makes it: its learnt speed, not the worker's.
-    const routing::WorkerState& state = table_.states()[r.prefill];
-    const double seconds_per_token = state.prefill_seconds_per_token > 0
-                                         ? state.prefill_seconds_per_token
-                                         : config_.prefill_seconds_per_token;
-    const double predicted = config_.prefill_overhead_seconds +
-                             static_cast<double>(r.predicted_uncached) * seconds_per_token;
+    // The router's prediction, as PrefixRouter makes it: uncached tokens at its learnt speed, not
+    // the worker's true one (before the first sample the simulated per-token cost stands in for
+    // the router's prior; at the defaults they are equal).
+    const double predicted =
+        static_cast<double>(r.predicted_uncached) *
+        table_.states()[r.prefill].PrefillSecondsPerToken(config_.prefill_seconds_per_token);
     if (hold_.Enqueue(static_cast<routing::PrefillQueue::Ticket>(id), r.prefill, predicted, now_)) {
       SendToWorker(id);
     }
@@ -264,7 +263,6 @@ class Simulation {
     ttft_.push_back(landed - r.arrival);
     r.last_token = landed;
     Push(landed, EventType::kKvLanded, id);
-    w.running = -1;
     for (routing::PrefillQueue::Ticket next : hold_.Done(static_cast<routing::PrefillQueue::Ticket>(id))) {
       prefill_[requests_[next].prefill].queue.push_back(static_cast<int>(next));
     }

@@ -7,9 +7,9 @@ bool PrefillQueue::Enqueue(Ticket ticket, WorkerSlot worker, double predicted_se
   if (worker < 0 || worker >= kMaxWorkers) return true;  // nothing to order it against
   PerWorker& w = workers_[worker];
   Entry entry{.worker = worker};
-  // Holding only helps when something else could go first; with nothing held and a free place,
-  // start at once.
-  if (options_.depth <= 0 || (w.out < options_.depth && w.held.empty())) {
+  // A worker with anything held has no free place (Done refills places from the held ones at
+  // once), so a free place means nothing could go before this one: start at once.
+  if (options_.depth <= 0 || w.out < options_.depth) {
     ++w.out;
     ++total_out_;
     tickets_[ticket] = entry;
@@ -19,12 +19,6 @@ bool PrefillQueue::Enqueue(Ticket ticket, WorkerSlot worker, double predicted_se
   entry.key = predicted_seconds + options_.aging * now_seconds;
   w.held.emplace(entry.key, ticket);
   tickets_[ticket] = entry;
-  // A free place (depth raised, or releases raced) is filled in priority order.
-  std::vector<Ticket> released;
-  while (w.out < options_.depth && !w.held.empty()) ReleaseNext(worker, &released);
-  for (Ticket t : released) {
-    if (t == ticket) return true;
-  }
   return false;
 }
 

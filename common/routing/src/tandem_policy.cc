@@ -46,15 +46,12 @@ class TandemPolicy final : public Policy {
   }
 
   double SecondsPerToken(const WorkerState& s) const {
-    return s.prefill_seconds_per_token > 0 ? s.prefill_seconds_per_token
-                                           : options_.prior_prefill_seconds_per_token;
+    return s.PrefillSecondsPerToken(options_.prior_prefill_seconds_per_token);
   }
 
-  double PredictTtft(const RouteRequest& request, const WorkerState& s, double own_weight,
-                     double now_seconds) const {
+  double PredictTtft(const RouteRequest& request, const WorkerState& s, std::int64_t cached,
+                     double own_weight, double now_seconds) const {
     const double seconds_per_token = SecondsPerToken(s);
-    const std::int64_t cached =
-        internal::CoveredTokens(match_[s.slot].Credit(options_.credits), request);
     const double uncached = static_cast<double>(request.prompt_tokens - cached);
     double queued_seconds = static_cast<double>(s.queued_prefill_tokens) * seconds_per_token;
     if (now_seconds >= 0 && s.prefill_head_started_seconds >= 0) {
@@ -96,12 +93,14 @@ class TandemPolicy final : public Policy {
     const double own_weight =
         options_.own_work_weight + options_.own_work_weight_per_queued * in_flight_sum / pool.size;
     std::array<double, kMaxWorkers> ttft{};
+    std::array<std::int64_t, kMaxWorkers> cached{};
     double best_ttft = INFINITY;
     for (WorkerSlot w : pool) {
       const WorkerState& s = view.workers[w];
+      cached[w] = internal::CoveredTokens(match_[w].Credit(options_.credits), request);
       ttft[w] = internal::Load(s) > in_flight_cap
                     ? INFINITY
-                    : PredictTtft(request, s, own_weight, view.now_seconds);
+                    : PredictTtft(request, s, cached[w], own_weight, view.now_seconds);
       best_ttft = std::min(best_ttft, ttft[w]);
     }
     if (request.session_id != 0) {
@@ -118,8 +117,7 @@ class TandemPolicy final : public Policy {
     for (WorkerSlot w : pool) {
       if (ttft[w] == INFINITY) continue;
       const double cached_seconds =
-          static_cast<double>(internal::CoveredTokens(match_[w].Credit(options_.credits), request)) *
-          SecondsPerToken(view.workers[w]);
+          static_cast<double>(cached[w]) * SecondsPerToken(view.workers[w]);
       const double score = ttft[w] - stickiness * cached_seconds;
       if (best == kNoWorker || score < best_score) {
         best = w;

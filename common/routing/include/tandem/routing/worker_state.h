@@ -34,6 +34,11 @@ struct WorkerState {
   // Learnt online (EWMA); 0 = no sample yet, the policy's prior applies.
   double prefill_seconds_per_token = 0;
   double decode_step_seconds = 0;  // recent decode step durations
+
+  // The learnt prefill speed, or `prior` before the first sample.
+  double PrefillSecondsPerToken(double prior) const {
+    return prefill_seconds_per_token > 0 ? prefill_seconds_per_token : prior;
+  }
 };
 
 // Holds every worker's state and applies dispatch/finish/report updates. The router owns one and
