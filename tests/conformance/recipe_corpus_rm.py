@@ -199,15 +199,20 @@ def _responses_mutations(rng, body):
     return m
 
 
-def responses_corpus(seed=7, count=200, invalid_fraction=0.25):
+def _mutated_corpus(seed, count, invalid_fraction, make_request, mutations):
+    """`count` requests: generated valid ones, then copies of them broken by one mutation each."""
     rng = random.Random(seed)
-    valid = [responses_request(rng) for _ in range(count - int(count * invalid_fraction))]
+    valid = [make_request(rng) for _ in range(count - int(count * invalid_fraction))]
     invalid = []
     while len(valid) + len(invalid) < count:
         body = copy.deepcopy(rng.choice(valid))
-        rng.choice(_responses_mutations(rng, body))(body)
+        rng.choice(mutations(rng, body))(body)
         invalid.append(body)
     return valid + invalid
+
+
+def responses_corpus(seed=7, count=200, invalid_fraction=0.25):
+    return _mutated_corpus(seed, count, invalid_fraction, responses_request, _responses_mutations)
 
 
 # --- Anthropic Messages -------------------------------------------------------------------------
@@ -382,14 +387,7 @@ def _messages_mutations(rng, body):
 
 
 def messages_corpus(seed=11, count=200, invalid_fraction=0.25):
-    rng = random.Random(seed)
-    valid = [messages_request(rng) for _ in range(count - int(count * invalid_fraction))]
-    invalid = []
-    while len(valid) + len(invalid) < count:
-        body = copy.deepcopy(rng.choice(valid))
-        rng.choice(_messages_mutations(rng, body))(body)
-        invalid.append(body)
-    return valid + invalid
+    return _mutated_corpus(seed, count, invalid_fraction, messages_request, _messages_mutations)
 
 
 if __name__ == "__main__":
