@@ -330,12 +330,11 @@ class Simulation {
     last_completion_ = std::max(last_completion_, now_);
   }
 
-  double TtftFloorP90() const {
+  double TtftFloorP90(const std::vector<std::int64_t>& misses) const {
     double fastest = 1;
     if (!config_.prefill_slowdown.empty()) {
       fastest = *std::min_element(config_.prefill_slowdown.begin(), config_.prefill_slowdown.end());
     }
-    const std::vector<std::int64_t> misses = InfiniteCacheMisses(trace_, config_.block_size);
     std::vector<double> floor;
     floor.reserve(misses.size());
     for (std::size_t i = 0; i < misses.size(); ++i) {
@@ -352,8 +351,10 @@ class Simulation {
     out.policy = std::string(policy_.name());
     out.requests = static_cast<std::int64_t>(trace_.requests.size());
     out.hit_rate = prompt_tokens_ > 0 ? hit_tokens_ / prompt_tokens_ : 0;
-    out.hit_rate_bound = InfiniteCacheHitRate(trace_, config_.block_size);
-    out.ttft_p90_floor = TtftFloorP90();
+    // One pass over the trace serves both bounds.
+    const std::vector<std::int64_t> misses = InfiniteCacheMisses(trace_, config_.block_size);
+    out.hit_rate_bound = HitRateGivenMisses(trace_, misses);
+    out.ttft_p90_floor = TtftFloorP90(misses);
     out.ttft_p50 = Percentile(ttft_, 0.50);
     out.ttft_p90 = Percentile(ttft_, 0.90);
     out.ttft_p99 = Percentile(ttft_, 0.99);

@@ -118,7 +118,10 @@ std::vector<std::int64_t> InfiniteCacheMisses(const Trace& trace, int block_size
 }
 
 double InfiniteCacheHitRate(const Trace& trace, int block_size) {
-  const std::vector<std::int64_t> misses = InfiniteCacheMisses(trace, block_size);
+  return HitRateGivenMisses(trace, InfiniteCacheMisses(trace, block_size));
+}
+
+double HitRateGivenMisses(const Trace& trace, const std::vector<std::int64_t>& misses) {
   double hit = 0;
   double total = 0;
   for (std::size_t i = 0; i < misses.size(); ++i) {

@@ -37,5 +37,7 @@ absl::StatusOr<Trace> ReadTraceFile(const std::string& path, int block_size);
 double InfiniteCacheHitRate(const Trace& trace, int block_size);
 // Per request (trace order): the prompt tokens one infinite cache shared by all workers misses.
 std::vector<std::int64_t> InfiniteCacheMisses(const Trace& trace, int block_size);
+// The hit rate those misses leave (what InfiniteCacheHitRate computes from them).
+double HitRateGivenMisses(const Trace& trace, const std::vector<std::int64_t>& misses);
 
 }  // namespace tandem::sim
