@@ -10,6 +10,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "tandem/transport/gate.h"
 
 namespace tandem::transport {
 namespace {
@@ -37,16 +38,59 @@ struct Endpoint {
   ucs_status_t failure = UCS_OK;
 };
 
-enum class Phase : std::uint8_t { kData, kFlags, kDone, kFailed };
+using Phase = GateSequencer::Phase;
 
 struct Transfer {
   std::string peer;
-  Phase phase = Phase::kData;
   std::vector<ucp_rkey_h> rkeys;
   std::vector<void*> requests;  // outstanding UCX requests of the current phase
-  std::vector<WriteSegment> flags;
-  absl::Status cause;
-  std::uint64_t bytes = 0;
+  GateSequencer gate;
+};
+
+// The gate's primitives on one UCX endpoint: ucp_put_nbx, and ucp_ep_flush_nbx as the fence
+// (it completes once every earlier put on the endpoint is remotely complete).
+class UcxOps final : public RmaOps {
+ public:
+  UcxOps(ucp_ep_h ep, Transfer& t) : ep_(ep), t_(t) {}
+
+  absl::Status Put(const WriteSegment& s) override {
+    ucp_request_param_t param{};
+    return Track(ucp_put_nbx(ep_, s.local, s.bytes, s.remote_addr, t_.rkeys[s.region], &param),
+                 "put");
+  }
+
+  absl::Status Fence() override {
+    ucp_request_param_t param{};
+    return Track(ucp_ep_flush_nbx(ep_, &param), "flush");
+  }
+
+  absl::StatusOr<bool> Reap() override {
+    absl::Status failed;
+    std::vector<void*> still;
+    for (void* req : t_.requests) {
+      const ucs_status_t st = ucp_request_check_status(req);
+      if (st == UCS_INPROGRESS) {
+        still.push_back(req);
+        continue;
+      }
+      ucp_request_free(req);
+      if (st != UCS_OK && failed.ok()) failed = UcsError("one-sided write failed", st);
+    }
+    t_.requests.swap(still);
+    if (!failed.ok()) return failed;
+    return t_.requests.empty();
+  }
+
+ private:
+  absl::Status Track(ucs_status_ptr_t req, absl::string_view what) {
+    if (req == nullptr) return absl::OkStatus();  // completed immediately
+    if (UCS_PTR_IS_ERR(req)) return UcsError(what, UCS_PTR_STATUS(req));
+    t_.requests.push_back(req);
+    return absl::OkStatus();
+  }
+
+  ucp_ep_h ep_;
+  Transfer& t_;
 };
 
 class UcxAgent final : public TransferAgent {
@@ -127,18 +171,7 @@ class UcxAgent final : public TransferAgent {
   }
 
   absl::StatusOr<TransferId> StartGatedWrite(const GatedWrite& write) override {
-    for (const auto* segments : {&write.data, &write.flags}) {
-      for (const WriteSegment& s : *segments) {
-        if (s.region < 0 || s.region >= static_cast<int>(write.regions.size())) {
-          return absl::InvalidArgumentError(absl::StrCat("segment names region ", s.region, " of ",
-                                                         write.regions.size()));
-        }
-        const RegionDescriptor& r = write.regions[s.region];
-        if (s.remote_addr < r.base || s.remote_addr + s.bytes > r.base + r.length) {
-          return absl::OutOfRangeError("segment falls outside the receiver's registered region");
-        }
-      }
-    }
+    if (absl::Status valid = ValidateGatedWrite(write); !valid.ok()) return valid;
     absl::MutexLock lock(&mu_);
     auto ep_or = EndpointLocked(write.peer_address);
     if (!ep_or.ok()) return ep_or.status();
@@ -146,7 +179,6 @@ class UcxAgent final : public TransferAgent {
 
     Transfer t;
     t.peer = write.peer_address;
-    t.flags = write.flags;
     for (const RegionDescriptor& r : write.regions) {
       ucp_rkey_h rkey = nullptr;
       ucs_status_t st = ucp_ep_rkey_unpack(ep->ep, r.remote_key.data(), &rkey);
@@ -156,13 +188,8 @@ class UcxAgent final : public TransferAgent {
       }
       t.rkeys.push_back(rkey);
     }
-    for (const WriteSegment& s : write.data) {
-      if (!IssuePutLocked(ep, t, s)) break;
-      t.bytes += s.bytes;
-    }
-    // The flush completes only once every put above is complete at the receiver: that is the
-    // gate between data and flags.
-    if (t.phase != Phase::kFailed) IssueFlushLocked(ep, t);
+    UcxOps ops(ep->ep, t);
+    t.gate.Start(ops, write);
     const TransferId id = next_id_++;
     transfers_.emplace(id, std::move(t));
     return id;
@@ -177,14 +204,7 @@ class UcxAgent final : public TransferAgent {
     }
     Transfer& t = it->second;
     AdvanceLocked(t);
-    switch (t.phase) {
-      case Phase::kDone:
-        return {TransferState::kDone, absl::OkStatus(), t.bytes};
-      case Phase::kFailed:
-        return {TransferState::kFailed, t.cause, t.bytes};
-      default:
-        return {TransferState::kInProgress, absl::OkStatus(), t.bytes};
-    }
+    return t.gate.status();
   }
 
   void Release(TransferId id) override {
@@ -233,70 +253,19 @@ class UcxAgent final : public TransferAgent {
     return raw;
   }
 
-  // Returns false (and fails the transfer) when UCX refuses the put outright.
-  bool IssuePutLocked(Endpoint* ep, Transfer& t, const WriteSegment& s) {
-    ucp_request_param_t param{};
-    ucs_status_ptr_t req = ucp_put_nbx(ep->ep, s.local, s.bytes, s.remote_addr, t.rkeys[s.region],
-                                       &param);
-    return TrackLocked(t, req, "put");
-  }
-
-  void IssueFlushLocked(Endpoint* ep, Transfer& t) {
-    ucp_request_param_t param{};
-    TrackLocked(t, ucp_ep_flush_nbx(ep->ep, &param), "flush");
-  }
-
-  bool TrackLocked(Transfer& t, ucs_status_ptr_t req, absl::string_view what) {
-    if (req == nullptr) return true;  // completed immediately
-    if (UCS_PTR_IS_ERR(req)) {
-      Fail(t, UcsError(what, UCS_PTR_STATUS(req)));
-      return false;
-    }
-    t.requests.push_back(req);
-    return true;
-  }
-
-  void Fail(Transfer& t, absl::Status cause) {
-    if (t.phase == Phase::kFailed) return;
-    t.phase = Phase::kFailed;
-    t.cause = std::move(cause);
-  }
-
   void AdvanceLocked(Transfer& t) {
-    if (t.phase == Phase::kDone || t.phase == Phase::kFailed) return;
+    const Phase before = t.gate.phase();
+    if (before == Phase::kDone || before == Phase::kFailed) return;
     auto ep_it = endpoints_.find(t.peer);
     if (ep_it == endpoints_.end() || ep_it->second->failure != UCS_OK) {
       const ucs_status_t why =
           ep_it == endpoints_.end() ? UCS_ERR_CONNECTION_RESET : ep_it->second->failure;
-      Fail(t, UcsError("peer connection failed", why));
+      t.gate.Fail(UcsError("peer connection failed", why));
     }
-    // Reap completed requests; any error fails the transfer.
-    std::vector<void*> still;
-    for (void* req : t.requests) {
-      const ucs_status_t st = ucp_request_check_status(req);
-      if (st == UCS_INPROGRESS) {
-        still.push_back(req);
-        continue;
-      }
-      ucp_request_free(req);
-      if (st != UCS_OK) Fail(t, UcsError("one-sided write failed", st));
-    }
-    t.requests.swap(still);
-    if (t.phase == Phase::kFailed || !t.requests.empty()) return;
-    if (t.phase == Phase::kData) {
-      t.phase = Phase::kFlags;
-      Endpoint* ep = ep_it->second.get();
-      for (const WriteSegment& s : t.flags) {
-        if (!IssuePutLocked(ep, t, s)) return;
-        t.bytes += s.bytes;
-      }
-      IssueFlushLocked(ep, t);
-      return;
-    }
-    if (t.phase == Phase::kFlags) {
-      t.phase = Phase::kDone;
-      ReleaseKeysLocked(t);
-    }
+    // A failed transfer still reaps what completed; Release waits for the rest.
+    UcxOps ops(ep_it == endpoints_.end() ? nullptr : ep_it->second->ep, t);
+    t.gate.Advance(ops);
+    if (t.gate.phase() == Phase::kDone) ReleaseKeysLocked(t);
   }
 
   void ReleaseKeysLocked(Transfer& t) {
@@ -335,7 +304,7 @@ class UcxAgent final : public TransferAgent {
     if (it == endpoints_.end()) return;
     for (auto& [id, t] : transfers_) {
       if (t.peer != peer) continue;
-      if (t.phase != Phase::kDone) Fail(t, why);
+      if (t.gate.phase() != Phase::kDone) t.gate.Fail(why);
       AbandonLocked(t);
     }
     CloseEndpointLocked(*it->second);

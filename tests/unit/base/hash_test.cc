@@ -12,12 +12,20 @@ namespace {
 
 TEST(ChainedBlockHash, IsStableAcrossProcessesAndBuilds) {
   // Pinned values: a change here silently breaks prefix matching between a new router and old
-  // workers (or a warm disk tier), so it must be deliberate.
+  // workers (or a warm disk tier), so it must be deliberate. Computed by a separate Python
+  // implementation of the scheme described in StableHash64.MatchesAnIndependentImplementationOfTheScheme
+  // below (seed = parent + 0x9e3779b97f4a7c15, tokens as little-endian int32 bytes).
   const std::vector<std::int32_t> tokens = {1, 2, 3, 4};
-  EXPECT_EQ(ChainedBlockHash(0, tokens), ChainedBlockHash(0, tokens));
   const std::uint64_t first = ChainedBlockHash(0, tokens);
-  EXPECT_NE(first, 0u);
-  EXPECT_NE(ChainedBlockHash(first, tokens), first);
+  EXPECT_EQ(first, 0x6c5e35d36b10a3ddULL);
+  EXPECT_EQ(ChainedBlockHash(first, tokens), 0x44a06ce9ca50351cULL);
+  // Two 16-token blocks (the default block size) and ids of large vocabularies (past 2^16).
+  std::vector<std::int32_t> prompt(32);
+  for (int i = 0; i < 32; ++i) prompt[i] = 100 + i;
+  EXPECT_EQ(ChainedBlockHashes(prompt, 16),
+            (std::vector<std::uint64_t>{0xd7221fe345fe56b7ULL, 0xdae31b3518ade09cULL}));
+  const std::vector<std::int32_t> large = {128000, 151643, 1 << 18, 3};
+  EXPECT_EQ(ChainedBlockHash(0, large), 0xe3c714a5c755f4a2ULL);
 }
 
 TEST(ChainedBlockHash, DependsOnParentAndEveryToken) {

@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "loop_test_util.h"
 #include "counting_model.h"
 #include "gtest/gtest.h"
 #include "tandem/kernels/backend.h"
@@ -13,44 +14,8 @@ namespace {
 
 using std::chrono::seconds;
 
-// Collects one request's updates and lets the test wait for its end.
-class Collector {
- public:
-  UpdateSink sink() {
-    return [this](const RequestUpdate& u) {
-      std::lock_guard<std::mutex> lock(mu_);
-      tokens_.insert(tokens_.end(), u.new_tokens.begin(), u.new_tokens.end());
-      if (u.finished) {
-        finished_ = true;
-        last_ = u;
-      }
-      cv_.notify_all();
-    };
-  }
-  bool WaitFinished(seconds timeout = seconds(10)) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, timeout, [&] { return finished_; });
-  }
-  bool WaitTokens(std::size_t n, seconds timeout = seconds(10)) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, timeout, [&] { return tokens_.size() >= n || finished_; });
-  }
-  std::vector<std::int32_t> tokens() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return tokens_;
-  }
-  RequestUpdate last() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return last_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::int32_t> tokens_;
-  bool finished_ = false;
-  RequestUpdate last_;
-};
+using testing::Collector;
+using testing::Greedy;
 
 class EngineLoopTest : public ::testing::Test {
  protected:
@@ -61,13 +26,6 @@ class EngineLoopTest : public ::testing::Test {
     auto engine = engine::Engine::Create(&model_, backend_.get(), cfg);
     EXPECT_TRUE(engine.ok()) << engine.status();
     return std::make_unique<EngineLoop>(std::move(*engine), EngineLoopOptions{max_in_flight});
-  }
-  engine::SamplingParams Greedy(int max_tokens) {
-    engine::SamplingParams p;
-    p.temperature = 0;
-    p.max_tokens = max_tokens;
-    p.ignore_eos = true;
-    return p;
   }
 
   // 1 ms per step: a 200-token request runs long enough to be cancelled or shut down mid-way.

@@ -159,6 +159,41 @@ TEST_P(UcxAgentTest, WriteToADeadPeerFailsInsteadOfHanging) {
   (*sender_agent)->Release(*id);
 }
 
+// Over TCP a one-sided write lands only while the receiver progresses, so a transfer that says
+// Done without the receiver having progressed once did not wait for remote completion (its fence
+// is not a real flush): the sender would release blocks the receiver has not read yet.
+TEST(UcxAgentTcpTest, DoneWaitsForTheReceiver) {
+  auto receiver_agent = CreateUcxAgent({"tcp"});
+  ASSERT_TRUE(receiver_agent.ok()) << receiver_agent.status();
+  auto sender_agent = CreateUcxAgent({"tcp"});
+  ASSERT_TRUE(sender_agent.ok()) << sender_agent.status();
+  Receiver r;
+  r.pool_reg = *(*receiver_agent)->RegisterMemory(r.pool.data(), r.pool.size());
+  r.flag_reg = *(*receiver_agent)->RegisterMemory(r.flags.data(), r.flags.size() * 8);
+  std::vector<std::uint8_t> source(kBlockBytes * kBlocks, 0x5a);
+  const std::vector<std::uint64_t> flag_values(kBlocks, 0xC0FFEEull);
+  const std::vector<int> order = {0, 1, 2, 3, 4, 5, 6, 7};
+  auto id = (*sender_agent)->StartGatedWrite(MakeWrite(**receiver_agent, r, source, flag_values, order));
+  ASSERT_TRUE(id.ok()) << id.status();
+  // 2000 polls: far more than a transfer needs once the receiver progresses (below).
+  for (int i = 0; i < 2000; ++i) {
+    ASSERT_EQ((*sender_agent)->Poll(*id).state, TransferState::kInProgress)
+        << "after " << i << " polls, with the receiver never progressed";
+  }
+  TransferStatus status;
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
+  do {
+    (*receiver_agent)->Progress();
+    status = (*sender_agent)->Poll(*id);
+  } while (status.state == TransferState::kInProgress && Clock::now() < deadline);
+  ASSERT_EQ(status.state, TransferState::kDone) << status.cause;
+  for (int b = 0; b < kBlocks; ++b) {
+    EXPECT_EQ(std::atomic_ref<std::uint64_t>(r.flags[b]).load(), 0xC0FFEEull);
+  }
+  EXPECT_EQ(std::memcmp(r.pool.data(), source.data(), source.size()), 0);
+  (*sender_agent)->Release(*id);
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, UcxAgentTest, ::testing::Values("tcp", ""));
 
 }  // namespace
