@@ -1,65 +1,262 @@
 #include "admission.h"
 
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <thread>
+
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace tandem::router {
+namespace {
 
-AdmissionTicket::AdmissionTicket(Admission* admission, std::shared_ptr<CallCanceller> canceller)
-    : admission_(admission), canceller_(std::move(canceller)) {}
+constexpr char kRetryAfterPayload[] = "tandem.router/retry-after";
+// Completions older than this no longer describe how fast the queue moves.
+constexpr std::chrono::seconds kRateWindow{30};
+constexpr std::size_t kMaxCompletionsKept = 4096;
+// Cancellation and deadlines do not signal the admission mutex, so waiters look at them this often.
+constexpr absl::Duration kWaitSlice = absl::Milliseconds(100);
 
-AdmissionTicket::~AdmissionTicket() { admission_->Release(canceller_.get(), queued_); }
-
-void AdmissionTicket::Started() {
-  if (!queued_) return;
-  queued_ = false;
-  admission_->LeaveQueue();
+double Seconds(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double>(d).count();
 }
 
-Admission::Admission(int max_in_flight, const RouterMetrics* metrics)
-    : max_in_flight_(max_in_flight), metrics_(metrics) {}
+absl::Status Refusal(const std::string& why, std::chrono::milliseconds predicted_wait) {
+  absl::Status st = absl::ResourceExhaustedError(why);
+  SetRetryAfter(&st, std::chrono::ceil<std::chrono::seconds>(predicted_wait));
+  return st;
+}
+
+}  // namespace
+
+void SetRetryAfter(absl::Status* status, std::chrono::seconds after) {
+  status->SetPayload(kRetryAfterPayload,
+                     absl::Cord(absl::StrCat(std::max<long>(1, static_cast<long>(after.count())))));
+}
+
+long RetryAfterSeconds(const absl::Status& status) {
+  const auto payload = status.GetPayload(kRetryAfterPayload);
+  long seconds = 1;
+  if (payload.has_value() && absl::SimpleAtoi(std::string(*payload), &seconds)) {
+    return std::max<long>(1, seconds);
+  }
+  return 1;
+}
+
+AdmissionTicket::~AdmissionTicket() { admission_->Release(this); }
+
+absl::Status AdmissionTicket::AwaitTurn(std::chrono::system_clock::time_point deadline) {
+  return admission_->AwaitGrant(this, deadline, /*bounded_by_queue_wait=*/false);
+}
+
+absl::Status AdmissionTicket::Requeue(std::chrono::system_clock::time_point deadline) {
+  Admission& a = *admission_;
+  bool back_off = false;
+  {
+    absl::MutexLock lock(&a.mu_);
+    if (!running_) return absl::FailedPreconditionError("the generation is not running");
+    running_ = false;
+    --a.running_;
+    ++refusals_;
+    a.last_refusal_ = a.options_.now();
+    // What the workers hold right now is the cluster's capacity: wait for a completion.
+    a.limit_ = std::max(1.0, std::min(a.limit_, static_cast<double>(a.running_)));
+    // Nothing else is out, so no completion will come to wake it: retry after a pause instead.
+    back_off = a.running_ == 0;
+    a.PublishLocked(a.options_.now());
+  }
+  if (back_off) {
+    const auto pause = std::min<std::chrono::milliseconds>(
+        std::chrono::milliseconds(1000),
+        std::chrono::milliseconds(50 << std::min(refusals_ - 1, 5)));
+    std::this_thread::sleep_for(pause);
+  }
+  {
+    absl::MutexLock lock(&a.mu_);
+    if (absl::Status late = a.PastQueueBoundLocked(this); !late.ok()) {
+      a.PublishLocked(a.options_.now());
+      return late;
+    }
+    queued_ = true;
+    a.queue_.push_front(this);  // it arrived before everything queued behind it
+    a.GrantLocked();
+    a.PublishLocked(a.options_.now());
+  }
+  return a.AwaitGrant(this, deadline, /*bounded_by_queue_wait=*/true);
+}
+
+Admission::Admission(AdmissionOptions options, const RouterMetrics* metrics)
+    : options_(std::move(options)),
+      metrics_(metrics),
+      limit_(std::max(1, options_.max_in_flight)) {}
 
 std::unique_ptr<AdmissionTicket> Admission::Admit(std::shared_ptr<CallCanceller> canceller,
                                                   absl::Status* refused) {
   absl::MutexLock lock(&mu_);
+  const Clock::time_point now = options_.now();
   if (closed_) {
     *refused = absl::UnavailableError("the router is shutting down");
     return nullptr;
   }
-  if (static_cast<int>(active_.size()) >= max_in_flight_) {
-    *refused = absl::ResourceExhaustedError(absl::StrCat(
-        "the router is at its limit of ", max_in_flight_, " requests in flight; retry later"));
-    return nullptr;
+  const bool place_free = running_ < static_cast<int>(limit_) && queue_.empty();
+  if (!place_free) {
+    const auto predicted = PredictLocked(queue_.size() + 1, now);
+    const char* reason = nullptr;
+    if (static_cast<int>(queue_.size()) >= options_.max_queue_length) {
+      *refused = Refusal(absl::StrCat("the router's queue is full (", queue_.size(),
+                                      " requests waiting); retry later"),
+                         predicted);
+      reason = "queue_full";
+    } else if (predicted > options_.max_queue_wait) {
+      *refused = Refusal(absl::StrCat("the predicted wait (", predicted.count() / 1000.0,
+                                      " s) exceeds the router's queue bound of ",
+                                      options_.max_queue_wait.count() / 1000.0, " s; retry later"),
+                         predicted);
+      reason = "queue_wait";
+    }
+    if (reason != nullptr) {
+      if (metrics_ != nullptr) {
+        if (auto c = metrics_->admission_refusals->WithLabels({reason}); c.ok()) (*c)->Increment();
+      }
+      return nullptr;
+    }
   }
-  active_.emplace(canceller.get(), canceller);
-  if (metrics_ != nullptr) {
-    metrics_->active_requests->Increment();
-    metrics_->queue_depth->Increment();
+  std::unique_ptr<AdmissionTicket> ticket(new AdmissionTicket(this, canceller, now));
+  tickets_.emplace(ticket.get(), std::move(canceller));
+  if (place_free) {
+    ticket->running_ = true;
+    ++running_;
+  } else {
+    ticket->queued_ = true;
+    queue_.push_back(ticket.get());
   }
-  return std::make_unique<AdmissionTicket>(this, std::move(canceller));
+  PublishLocked(now);
+  return ticket;
 }
 
-void Admission::Release(CallCanceller* canceller, bool queued) {
+absl::Status Admission::AwaitGrant(AdmissionTicket* ticket,
+                                   std::chrono::system_clock::time_point deadline,
+                                   bool bounded_by_queue_wait) {
   absl::MutexLock lock(&mu_);
-  active_.erase(canceller);
-  if (metrics_ != nullptr) {
-    metrics_->active_requests->Decrement();
-    if (queued) metrics_->queue_depth->Decrement();
+  for (;;) {
+    if (ticket->running_) return absl::OkStatus();
+    absl::Status gave_up = ticket->canceller_->reason();
+    if (gave_up.ok() && std::chrono::system_clock::now() >= deadline) {
+      gave_up = absl::DeadlineExceededError("the request deadline passed while it was queued");
+    }
+    if (gave_up.ok() && bounded_by_queue_wait) gave_up = PastQueueBoundLocked(ticket);
+    if (!gave_up.ok()) {
+      RemoveFromQueueLocked(ticket);
+      PublishLocked(options_.now());
+      return gave_up;
+    }
+    mu_.AwaitWithTimeout(absl::Condition(&ticket->running_), kWaitSlice);
   }
 }
 
-void Admission::LeaveQueue() {
-  if (metrics_ != nullptr) metrics_->queue_depth->Decrement();
+absl::Status Admission::PastQueueBoundLocked(const AdmissionTicket* ticket) {
+  if (options_.now() - ticket->arrived_ <= options_.max_queue_wait) return absl::OkStatus();
+  if (metrics_ != nullptr) {
+    if (auto c = metrics_->admission_refusals->WithLabels({"worker_capacity"}); c.ok()) {
+      (*c)->Increment();
+    }
+  }
+  return Refusal(absl::StrCat("the workers had no capacity for this request within the router's "
+                              "queue bound of ",
+                              options_.max_queue_wait.count() / 1000.0, " s; retry later"),
+                 PredictLocked(queue_.size() + 1, options_.now()));
+}
+
+void Admission::Release(AdmissionTicket* ticket) {
+  absl::MutexLock lock(&mu_);
+  const Clock::time_point now = options_.now();
+  tickets_.erase(ticket);
+  if (ticket->running_) {
+    ticket->running_ = false;
+    --running_;
+    completions_.push_back(now);
+    if (completions_.size() > kMaxCompletionsKept) completions_.pop_front();
+    // Probe for capacity again: quickly while the workers have not refused lately, else one more
+    // place per limit's worth of completions (additive increase).
+    const bool refused_lately = now - last_refusal_ < std::chrono::seconds(1);
+    limit_ = std::min<double>(options_.max_in_flight, limit_ + (refused_lately ? 1.0 / limit_ : 1.0));
+    GrantLocked();
+  } else {
+    RemoveFromQueueLocked(ticket);
+  }
+  PublishLocked(now);
+}
+
+void Admission::GrantLocked() {
+  while (running_ < static_cast<int>(limit_) && !queue_.empty()) {
+    AdmissionTicket* next = queue_.front();
+    queue_.pop_front();
+    next->queued_ = false;
+    next->running_ = true;
+    ++running_;
+  }
+}
+
+void Admission::RemoveFromQueueLocked(AdmissionTicket* ticket) {
+  if (!ticket->queued_) return;
+  ticket->queued_ = false;
+  queue_.erase(std::find(queue_.begin(), queue_.end(), ticket));
+}
+
+double Admission::CompletionRateLocked(Clock::time_point now) {
+  while (!completions_.empty() && now - completions_.front() > kRateWindow) {
+    completions_.pop_front();
+  }
+  if (completions_.size() < 2) return 0;
+  // Measured up to now, not to the last completion: a stalled cluster's rate decays.
+  const double span = std::max(Seconds(now - completions_.front()), 1e-3);
+  return static_cast<double>(completions_.size() - 1) / span;
+}
+
+std::chrono::milliseconds Admission::PredictLocked(std::size_t position, Clock::time_point now) {
+  const double rate = CompletionRateLocked(now);
+  if (rate <= 0) return std::chrono::milliseconds(0);  // no history: nothing to go on
+  return std::chrono::milliseconds(static_cast<std::int64_t>(1000.0 * position / rate));
+}
+
+void Admission::PublishLocked(Clock::time_point now) {
+  if (metrics_ == nullptr) return;
+  metrics_->queue_depth->Set(static_cast<double>(queue_.size()));
+  metrics_->active_requests->Set(static_cast<double>(running_));
+  metrics_->admission_limit->Set(std::floor(limit_));
+  metrics_->queue_predicted_wait_seconds->Set(PredictLocked(queue_.size() + 1, now).count() / 1e3);
 }
 
 void Admission::CloseAndCancelAll(absl::Status reason) {
   absl::MutexLock lock(&mu_);
   closed_ = true;
-  for (const auto& [raw, canceller] : active_) canceller->Cancel(reason);
+  for (const auto& [ticket, canceller] : tickets_) canceller->Cancel(reason);
 }
 
 int Admission::active() const {
   absl::MutexLock lock(&mu_);
-  return static_cast<int>(active_.size());
+  return static_cast<int>(tickets_.size());
+}
+
+int Admission::running() const {
+  absl::MutexLock lock(&mu_);
+  return running_;
+}
+
+int Admission::queued() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(queue_.size());
+}
+
+int Admission::limit() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(limit_);
+}
+
+std::chrono::milliseconds Admission::PredictedWait() const {
+  absl::MutexLock lock(&mu_);
+  return const_cast<Admission*>(this)->PredictLocked(queue_.size() + 1, options_.now());
 }
 
 }  // namespace tandem::router

@@ -1,5 +1,7 @@
 #include "api_error.h"
 
+#include "absl/strings/str_cat.h"
+#include "admission.h"
 #include "json_text.h"
 
 namespace tandem::router {
@@ -14,6 +16,7 @@ ApiError ApiError::Invalid(std::string message, std::string param) {
 ApiError ApiError::FromStatus(const absl::Status& status) {
   ApiError e;
   e.message = std::string(status.message());
+  e.retry_after_s = RetryAfterSeconds(status);
   switch (status.code()) {
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kOutOfRange:
@@ -57,7 +60,7 @@ std::string ApiError::ToJson() const {
 
 http::Response ApiError::ToResponse() const {
   http::Response response = http::Response::Json(http_status, ToJson());
-  if (http_status == 429 || http_status == 503) response.headers.emplace_back("Retry-After", "1");
+  if (http_status == 429 || http_status == 503) response.headers.emplace_back("Retry-After", absl::StrCat(retry_after_s));
   return response;
 }
 

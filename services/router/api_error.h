@@ -14,6 +14,7 @@ struct ApiError {
   std::string type = "invalid_request_error";
   std::string param;  // the offending request field; empty: null
   std::string code;   // machine-readable; empty: null
+  long retry_after_s = 1;  // Retry-After of a 429 or 503
 
   static ApiError Invalid(std::string message, std::string param = "");
   // The client-facing form of a generation failure (worker status, deadline, overload).

@@ -22,7 +22,6 @@ std::int64_t UnixSeconds() {
 GenerationApi::GenerationApi(Options options, Deps deps)
     : options_(std::move(options)),
       deps_(deps),
-      admission_(options_.max_in_flight, deps.metrics),
       id_rng_(std::random_device{}()) {}
 
 http::Response GenerationApi::Fail(const std::string& endpoint, const ApiError& error) const {
@@ -104,18 +103,17 @@ http::HandlerResult GenerationApi::Handle(const http::Request& http_request) {
   std::vector<std::int32_t> prompt;
   if (auto error = PromptIds(request, &prompt)) return Fail(path, *error);
 
-  auto canceller = std::make_shared<CallCanceller>();
-  absl::Status refused;
-  std::unique_ptr<AdmissionTicket> ticket = admission_.Admit(canceller, &refused);
-  if (ticket == nullptr) return Fail(path, ApiError::FromStatus(refused));
-
-  absl::StatusOr<WorkerPlan> plan = deps_.selector->Select(options_.served_model, prompt);
-  if (!plan.ok()) return Fail(path, ApiError::FromStatus(plan.status()));
+  absl::StatusOr<int> max_context = deps_.selector->MaxContext(options_.served_model);
+  if (!max_context.ok()) return Fail(path, ApiError::FromStatus(max_context.status()));
   std::int64_t max_tokens = 0;
-  if (auto error = MaxTokens(request, static_cast<std::int64_t>(prompt.size()),
-                             plan->max_context(), &max_tokens)) {
+  if (auto error = MaxTokens(request, static_cast<std::int64_t>(prompt.size()), *max_context,
+                             &max_tokens)) {
     return Fail(path, *error);
   }
+  auto canceller = std::make_shared<CallCanceller>();
+  absl::Status refused;
+  std::unique_ptr<AdmissionTicket> ticket = deps_.admission->Admit(canceller, &refused);
+  if (ticket == nullptr) return Fail(path, ApiError::FromStatus(refused));
 
   JobSetup setup;
   setup.response.id = NewRequestId();
@@ -128,7 +126,6 @@ http::HandlerResult GenerationApi::Handle(const http::Request& http_request) {
   setup.request.sampling = Sampling(request, static_cast<int>(max_tokens));
   setup.request.deadline = std::chrono::system_clock::now() + options_.request_timeout;
   setup.request.traffic_class = std::move(traffic_class);
-  setup.plan = std::move(*plan);
   setup.canceller = std::move(canceller);
   setup.ticket = std::move(ticket);
   std::vector<std::int32_t> stop_ids(setup.request.sampling.stop_token_ids().begin(),
@@ -138,7 +135,10 @@ http::HandlerResult GenerationApi::Handle(const http::Request& http_request) {
                                             std::move(stop_ids), request.stop);
   setup.include_usage = request.include_usage;
   setup.arrived = arrived;
-  setup.dispatcher = deps_.dispatcher;
+  setup.run = RunDeps{.selector = deps_.selector,
+                      .dispatcher = deps_.dispatcher,
+                      .metrics = deps_.metrics,
+                      .model = options_.served_model};
   setup.metrics = deps_.metrics;
   setup.endpoint = path;
   return Launch(std::make_shared<GenerationJob>(std::move(setup)), request.stream);

@@ -33,13 +33,13 @@ class GenerationApi {
  public:
   struct Options {
     std::string served_model;
-    int max_in_flight = 512;
     std::chrono::milliseconds request_timeout{600000};
   };
   struct Deps {
     TokenizerSetup tokenizer;
     WorkerSelector* selector = nullptr;
     Dispatcher* dispatcher = nullptr;
+    Admission* admission = nullptr;  // shared with the conversation endpoints: one queue
     const RouterMetrics* metrics = nullptr;
     TaskRunner* runner = nullptr;
     const TrafficClassifier* traffic = nullptr;  // null: every request gets the workers' default
@@ -48,11 +48,6 @@ class GenerationApi {
 
   http::HandlerResult Handle(const http::Request& request);
 
-  // Shutdown: refuses new generations and cancels the running ones.
-  void CancelAll(absl::Status reason) { admission_.CloseAndCancelAll(std::move(reason)); }
-  int active() const { return admission_.active(); }
-  // The in-flight bound every generation endpoint shares.
-  Admission* admission() { return &admission_; }
 
  private:
   http::Response Fail(const std::string& endpoint, const ApiError& error) const;
@@ -67,7 +62,6 @@ class GenerationApi {
 
   const Options options_;
   const Deps deps_;
-  Admission admission_;
   absl::Mutex id_mu_;
   std::mt19937_64 id_rng_ ABSL_GUARDED_BY(id_mu_);
 };

@@ -1,7 +1,6 @@
 #include "generation_job.h"
 
 #include "absl/strings/str_cat.h"
-#include "job_launch.h"
 #include "writer_slot.h"
 
 namespace tandem::router {
@@ -10,8 +9,8 @@ GenerationJob::GenerationJob(JobSetup setup)
     : setup_(std::move(setup)), latency_(setup_.metrics, setup_.arrived) {}
 
 absl::StatusOr<GenerationOutcome> GenerationJob::Dispatch() {
-  absl::StatusOr<GenerationOutcome> outcome = RunAdmitted(
-      setup_.dispatcher, setup_.ticket.get(), setup_.request, setup_.plan, setup_.canceller.get(), this);
+  absl::StatusOr<GenerationOutcome> outcome =
+      RunAdmitted(setup_.run, setup_.ticket.get(), setup_.request, setup_.canceller.get(), this);
   if (!decode_error_.ok()) return decode_error_;
   return outcome;
 }

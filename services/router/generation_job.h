@@ -17,7 +17,7 @@
 #include "tandem/http/sse_writer.h"
 #include "text_stream.h"
 #include "token_latency.h"
-#include "worker_selector.h"
+#include "run_admitted.h"
 
 namespace tandem::router {
 
@@ -25,13 +25,12 @@ namespace tandem::router {
 struct JobSetup {
   ResponseContext response;
   GenerationRequest request;
-  WorkerPlan plan;
   std::shared_ptr<CallCanceller> canceller;
   std::unique_ptr<AdmissionTicket> ticket;
   std::unique_ptr<TextStream> text;
   bool include_usage = false;
   std::chrono::steady_clock::time_point arrived;
-  Dispatcher* dispatcher = nullptr;
+  RunDeps run;  // selector, dispatcher, model: where it runs once admitted
   const RouterMetrics* metrics = nullptr;
   std::string endpoint;  // metrics label
   absl::Duration sse_write_timeout = absl::Seconds(30);

@@ -137,6 +137,9 @@ absl::Status PrefixRouter::OnRegistered(const v1::WorkerInfo& worker) {
   SlotInfo& info = info_[*slot];
   if (info.registered) return absl::OkStatus();  // the same process again: keep its accounting
   info.registered = true;
+  hold_.SetBatchTokens(*slot, options_.prefill_batch_tokens >= 0
+                                  ? options_.prefill_batch_tokens
+                                  : static_cast<std::int64_t>(worker.max_batch_tokens()));
   return table_.Add(*slot, RoleOf(worker.role()));
 }
 
@@ -314,7 +317,8 @@ absl::StatusOr<PrefixRouter::Choice> PrefixRouter::Choose(std::span<const std::i
         routing::TandemOptions{}.prior_prefill_seconds_per_token);
     choice.held = !hold_.Enqueue(static_cast<routing::PrefillQueue::Ticket>(choice.prefill_ticket),
                                  decision->prefill,
-                                 static_cast<double>(uncached) * seconds_per_token, now);
+                                 static_cast<double>(uncached) * seconds_per_token, now,
+                                 uncached);
     if (choice.held) PublishHeld();
     choice.decode = decode->entry;
     table_.OnDecodeDispatched(decision->decode, blocks);
@@ -352,7 +356,7 @@ absl::Status PrefixRouter::AwaitPrefillTurn(int ticket, CallCanceller* canceller
       PublishHeld();
       return gave_up;
     }
-    mu_.AwaitWithTimeout(released, absl::Milliseconds(10));
+    mu_.AwaitWithTimeout(released, absl::Milliseconds(100));
     waited = true;
   }
   if (waited && options_.metrics != nullptr && ticket >= 0 &&

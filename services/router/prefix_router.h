@@ -39,6 +39,9 @@ class PrefixRouter {
     // none held) and the priority a held one gains per second.
     int prefill_hold_depth = 1;
     double prefill_hold_aging = 0.1;
+    // Held prefills that together fit this many uncached tokens go out to a worker at once, to
+    // be computed in one engine step. -1: each worker's announced step budget; 0: no batching.
+    int prefill_batch_tokens = -1;
     const RouterMetrics* metrics = nullptr;  // optional: the hold queue's gauge and histogram
     SteadyNow now = [] { return std::chrono::steady_clock::now(); };
   };

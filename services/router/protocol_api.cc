@@ -160,15 +160,15 @@ http::HandlerResult ProtocolApi::Handle(recipe::Protocol protocol, const http::R
   absl::StatusOr<Prepared> prepared = Prepare(protocol, std::move(*body));
   if (!prepared.ok()) return Fail(protocol, path, prepared.status());
 
+  absl::StatusOr<int> max_context = deps_.selector->MaxContext(options_.served_model);
+  if (!max_context.ok()) return Fail(protocol, path, max_context.status());
+  absl::StatusOr<std::int64_t> max_tokens = recipe::ResolveMaxTokens(
+      prepared->request, static_cast<std::int64_t>(prepared->prompt.size()), *max_context);
+  if (!max_tokens.ok()) return Fail(protocol, path, max_tokens.status());
   auto canceller = std::make_shared<CallCanceller>();
   absl::Status refused;
   std::unique_ptr<AdmissionTicket> ticket = deps_.admission->Admit(canceller, &refused);
   if (ticket == nullptr) return Fail(protocol, path, refused);
-  absl::StatusOr<WorkerPlan> plan = deps_.selector->Select(options_.served_model, prepared->prompt);
-  if (!plan.ok()) return Fail(protocol, path, plan.status());
-  absl::StatusOr<std::int64_t> max_tokens = recipe::ResolveMaxTokens(
-      prepared->request, static_cast<std::int64_t>(prepared->prompt.size()), plan->max_context());
-  if (!max_tokens.ok()) return Fail(protocol, path, max_tokens.status());
 
   const recipe::InferenceOptions& inference = prepared->request.inference;
   engine::SamplingParams sampling;
@@ -197,11 +197,13 @@ http::HandlerResult ProtocolApi::Handle(recipe::Protocol protocol, const http::R
                                             std::move(stop_ids), std::vector<std::string>{});
   const bool stream = prepared->request.stream;
   setup.request = std::move(prepared->request);
-  setup.plan = std::move(*plan);
   setup.canceller = std::move(canceller);
   setup.ticket = std::move(ticket);
   setup.arrived = arrived;
-  setup.dispatcher = deps_.dispatcher;
+  setup.run = RunDeps{.selector = deps_.selector,
+                      .dispatcher = deps_.dispatcher,
+                      .metrics = deps_.metrics,
+                      .model = options_.served_model};
   setup.metrics = deps_.metrics;
   setup.endpoint = path;
 

@@ -1,5 +1,7 @@
 #include "protocol_errors.h"
 
+#include "absl/strings/str_cat.h"
+#include "admission.h"
 #include "api_error.h"
 #include "tandem/recipe/errors.h"
 
@@ -16,7 +18,7 @@ http::Response ProtocolErrorResponse(recipe::Protocol protocol, const absl::Stat
   const recipe::ErrorEnvelope envelope = recipe::ToErrorEnvelope(described, protocol);
   http::Response response = http::Response::Json(envelope.http_status, envelope.body);
   if (envelope.http_status == 429 || envelope.http_status == 503) {
-    response.headers.emplace_back("Retry-After", "1");
+    response.headers.emplace_back("Retry-After", absl::StrCat(RetryAfterSeconds(status)));
   }
   return response;
 }

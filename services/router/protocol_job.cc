@@ -1,7 +1,6 @@
 #include "protocol_job.h"
 
 #include "absl/strings/str_cat.h"
-#include "job_launch.h"
 #include "protocol_errors.h"
 
 namespace tandem::router {
@@ -14,8 +13,8 @@ ProtocolJob::ProtocolJob(ProtocolJobSetup setup)
 }
 
 absl::StatusOr<GenerationOutcome> ProtocolJob::Dispatch() {
-  absl::StatusOr<GenerationOutcome> outcome = RunAdmitted(
-      setup_.dispatcher, setup_.ticket.get(), setup_.generation, setup_.plan, setup_.canceller.get(), this);
+  absl::StatusOr<GenerationOutcome> outcome =
+      RunAdmitted(setup_.run, setup_.ticket.get(), setup_.generation, setup_.canceller.get(), this);
   if (!decode_error_.ok()) return decode_error_;
   return outcome;
 }

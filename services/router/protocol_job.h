@@ -18,7 +18,7 @@
 #include "tandem/recipe/stream_processor.h"
 #include "text_stream.h"
 #include "token_latency.h"
-#include "worker_selector.h"
+#include "run_admitted.h"
 
 namespace tandem::router {
 
@@ -30,12 +30,11 @@ struct ProtocolJobSetup {
   std::string model;  // echoed in responses
   std::int64_t created_unix_s = 0;
   GenerationRequest generation;
-  WorkerPlan plan;
   std::shared_ptr<CallCanceller> canceller;
   std::unique_ptr<AdmissionTicket> ticket;
   std::unique_ptr<TextStream> text;  // ids -> text; stop ids end it, stop sequences are the parser's
   std::chrono::steady_clock::time_point arrived;
-  Dispatcher* dispatcher = nullptr;
+  RunDeps run;  // selector, dispatcher, model: where it runs once admitted
   const RouterMetrics* metrics = nullptr;
   std::string endpoint;  // metrics label
   absl::Duration sse_write_timeout = absl::Seconds(30);

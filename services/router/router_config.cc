@@ -30,8 +30,17 @@ void BindRouterFlags(config::FlagSet* f, RouterConfig* c) {
             "TANDEM_ROUTER_API_KEY_TRAFFIC_CLASSES");
   f->Int("request-timeout-ms", &c->request_timeout_ms, "deadline of one generation",
          "TANDEM_ROUTER_REQUEST_TIMEOUT_MS");
-  f->Int("max-in-flight", &c->max_in_flight, "generations admitted before answering 429",
+  f->Int("max-in-flight", &c->max_in_flight,
+         "generations out on workers at once (lowered by itself while workers refuse for "
+         "capacity); the rest wait in the admission queue",
          "TANDEM_ROUTER_MAX_IN_FLIGHT");
+  f->Int("max-queue-length", &c->max_queue_length,
+         "requests waiting in the admission queue before new ones get 429 (0: never queue)",
+         "TANDEM_ROUTER_MAX_QUEUE_LENGTH");
+  f->Int("max-queue-wait-ms", &c->max_queue_wait_ms,
+         "a request whose predicted queue wait exceeds this gets 429 with Retry-After; a queued "
+         "one the workers keep refusing gives up after waiting this long",
+         "TANDEM_ROUTER_MAX_QUEUE_WAIT_MS");
   f->Int("worker-lease-ms", &c->worker_lease_ms, "a worker without a heartbeat for this long is down",
          "TANDEM_ROUTER_WORKER_LEASE_MS");
   f->Int("kv-block-size", &c->kv_block_size, "tokens per KV block every worker must use",
@@ -51,6 +60,11 @@ void BindRouterFlags(config::FlagSet* f, RouterConfig* c) {
   f->Double("prefill-hold-aging", &c->prefill_hold_aging,
             "seconds of priority a held prefill gains per second it waits (bounds its wait)",
             "TANDEM_ROUTER_PREFILL_HOLD_AGING");
+  f->Int("prefill-batch-tokens", &c->prefill_batch_tokens,
+         "tandem policy: held prefills whose uncached tokens together fit this go out to their "
+         "worker at once and are computed in one engine step (-1: each worker's announced "
+         "--max-batch-tokens; 0: one at a time)",
+         "TANDEM_ROUTER_PREFILL_BATCH_TOKENS");
   f->Int("http-io-threads", &c->http_io_threads, "HTTP I/O threads",
          "TANDEM_ROUTER_HTTP_IO_THREADS");
   f->Int64("max-body-bytes", &c->max_body_bytes, "largest request body accepted (413 beyond)",

@@ -18,7 +18,9 @@ struct RouterConfig {
   std::string chat_format = "auto";
   std::string api_key_traffic_classes;  // "key=agent,key=chat": KV retention class per API key  // plain, deepseek-v4, deepseek-v4.1, auto (from config.json)
   int request_timeout_ms = 600000;
-  int max_in_flight = 512;        // beyond: 429 with Retry-After
+  int max_in_flight = 512;        // generations out on workers at once; beyond, they queue
+  int max_queue_length = 4096;    // queued beyond max_in_flight; beyond: 429 with Retry-After
+  int max_queue_wait_ms = 30000;  // refuse (429) when the predicted queue wait exceeds it
   int worker_lease_ms = 3000;     // no heartbeat within it: the worker is down
   int kv_block_size = 16;         // workers with another block size are refused
   std::string kv_hash_scheme = "chained-fnv1a-splitmix64/v1";  // and another hash scheme
@@ -26,6 +28,7 @@ struct RouterConfig {
   std::int64_t routing_index_blocks = std::int64_t{1} << 20;  // KV prefix index bound
   int prefill_hold_depth = 1;         // tandem policy: prefills out per prefill worker; 0: no hold
   double prefill_hold_aging = 0.1;    // seconds of priority a held prefill gains per second
+  int prefill_batch_tokens = -1;      // held prefills fitting this go out together; -1: worker's
   int http_io_threads = 4;
   std::int64_t max_body_bytes = 8 << 20;
   int header_timeout_ms = 10000;  // slow-loris bound: headers must arrive within it

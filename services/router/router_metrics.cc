@@ -31,10 +31,30 @@ absl::StatusOr<RouterMetrics> RouterMetrics::Create(metrics::Registry* r) {
                                  "Time between consecutive tokens of one stream.", latency)));
   TANDEM_ASSIGN_OR_RETURN(m.queue_depth,
                           Unlabelled(r->AddGauge("tandem_router_queue_depth",
-                                                 "Admitted requests not yet sent to a worker.")));
+                                                 "Requests waiting in the admission queue.")));
   TANDEM_ASSIGN_OR_RETURN(m.active_requests,
                           Unlabelled(r->AddGauge("tandem_router_active_requests",
-                                                 "Generations in flight.")));
+                                                 "Generations out on workers.")));
+  TANDEM_ASSIGN_OR_RETURN(
+      m.admission_limit,
+      Unlabelled(r->AddGauge("tandem_router_admission_limit",
+                             "Generations the router lets out on workers at once now (at most "
+                             "--max-in-flight; lowered when workers refuse for capacity).")));
+  TANDEM_ASSIGN_OR_RETURN(
+      m.queue_predicted_wait_seconds,
+      Unlabelled(r->AddGauge("tandem_router_queue_predicted_wait_seconds",
+                             "Predicted queue wait of a request arriving now (0: no history).")));
+  TANDEM_ASSIGN_OR_RETURN(
+      m.admission_refusals,
+      r->AddCounter("tandem_router_admission_refusals_total",
+                    "Requests refused with 429 by the admission queue, by reason (queue_full, "
+                    "queue_wait, worker_capacity).",
+                    {"reason"}));
+  TANDEM_ASSIGN_OR_RETURN(
+      m.worker_capacity_refusals,
+      Unlabelled(r->AddCounter("tandem_router_worker_capacity_refusals_total",
+                               "Worker refusals for capacity before the first token; the request "
+                               "went back to the head of the queue.")));
   TANDEM_ASSIGN_OR_RETURN(m.active_streams,
                           Unlabelled(r->AddGauge("tandem_router_active_streams",
                                                  "Open server-sent-event responses.")));

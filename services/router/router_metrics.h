@@ -17,8 +17,12 @@ struct RouterMetrics {
   metrics::Family<metrics::Counter>* requests = nullptr;  // {endpoint, status}
   metrics::Histogram* ttft_seconds = nullptr;
   metrics::Histogram* inter_token_latency_seconds = nullptr;
-  metrics::Gauge* queue_depth = nullptr;      // admitted, no worker call started yet
-  metrics::Gauge* active_requests = nullptr;  // admitted generations (stream or not)
+  metrics::Gauge* queue_depth = nullptr;      // waiting in the admission queue
+  metrics::Gauge* active_requests = nullptr;  // generations out on workers (stream or not)
+  metrics::Gauge* admission_limit = nullptr;  // effective in-flight limit (adapts to refusals)
+  metrics::Gauge* queue_predicted_wait_seconds = nullptr;  // for a request arriving now
+  metrics::Family<metrics::Counter>* admission_refusals = nullptr;  // {reason}
+  metrics::Counter* worker_capacity_refusals = nullptr;  // retried, not answered
   metrics::Gauge* active_streams = nullptr;   // open SSE responses
   metrics::Family<metrics::Gauge>* worker_load = nullptr;  // {worker, role}
   metrics::Family<metrics::Gauge>* worker_up = nullptr;    // {worker, role}

@@ -33,6 +33,10 @@ absl::Status RouterServer::Init() {
   if (cfg.kv_block_size < 1) return absl::InvalidArgumentError("--kv-block-size must be >= 1");
   if (cfg.worker_lease_ms < 1) return absl::InvalidArgumentError("--worker-lease-ms must be >= 1");
   if (cfg.max_in_flight < 1) return absl::InvalidArgumentError("--max-in-flight must be >= 1");
+  if (cfg.max_queue_length < 0 || cfg.max_queue_wait_ms < 0) {
+    return absl::InvalidArgumentError(
+        "--max-queue-length and --max-queue-wait-ms must not be negative");
+  }
   if (cfg.request_timeout_ms < 1) {
     return absl::InvalidArgumentError("--request-timeout-ms must be >= 1");
   }
@@ -60,18 +64,24 @@ absl::Status RouterServer::Init() {
                               .max_index_blocks = static_cast<std::size_t>(cfg.routing_index_blocks),
                               .prefill_hold_depth = cfg.prefill_hold_depth,
                               .prefill_hold_aging = cfg.prefill_hold_aging,
+                              .prefill_batch_tokens = cfg.prefill_batch_tokens,
                               .metrics = &metrics_,
                               .now = options_.now}));
   selector_ = std::make_unique<PolicySelector>(registry_.get(), prefix_router_.get());
   dispatcher_ = std::make_unique<Dispatcher>(registry_.get(), Dispatcher::Options{.metrics = &metrics_});
   TANDEM_ASSIGN_OR_RETURN(traffic_, TrafficClassifier::Parse(cfg.api_key_traffic_classes));
+  admission_ = std::make_unique<Admission>(
+      AdmissionOptions{.max_in_flight = cfg.max_in_flight,
+                       .max_queue_length = cfg.max_queue_length,
+                       .max_queue_wait = std::chrono::milliseconds(cfg.max_queue_wait_ms)},
+      &metrics_);
   generation_ = std::make_unique<GenerationApi>(
       GenerationApi::Options{.served_model = options_.served_model,
-                             .max_in_flight = cfg.max_in_flight,
                              .request_timeout = std::chrono::milliseconds(cfg.request_timeout_ms)},
       GenerationApi::Deps{.tokenizer = options_.tokenizer,
                           .selector = selector_.get(),
                           .dispatcher = dispatcher_.get(),
+                          .admission = admission_.get(),
                           .metrics = &metrics_,
                           .runner = &runner_,
                           .traffic = &traffic_});
@@ -86,7 +96,7 @@ absl::Status RouterServer::Init() {
           ProtocolApi::Deps{.tokenizer = options_.tokenizer,
                             .selector = selector_.get(),
                             .dispatcher = dispatcher_.get(),
-                            .admission = generation_->admission(),
+                            .admission = admission_.get(),
                             .metrics = &metrics_,
                             .runner = &runner_,
                             .traffic = &traffic_}));
@@ -142,10 +152,10 @@ void RouterServer::Shutdown(absl::Duration grace) {
     stopping_ = true;
   }
   if (sweeper_.joinable()) sweeper_.join();
-  if (generation_ != nullptr) {
+  if (admission_ != nullptr) {
     const absl::Time deadline = absl::Now() + grace;
-    while (generation_->active() > 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
-    generation_->CancelAll(absl::UnavailableError("the router is shutting down"));
+    while (admission_->active() > 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
+    admission_->CloseAndCancelAll(absl::UnavailableError("the router is shutting down"));
   }
   if (http_server_ != nullptr) http_server_->Shutdown(absl::Seconds(2));
   runner_.JoinAll();

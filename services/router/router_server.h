@@ -40,7 +40,7 @@ class RouterServer {
   WorkerRegistry& registry() { return *registry_; }
   PrefixRouter& prefix_router() { return *prefix_router_; }
   const metrics::Registry& metrics_registry() const { return metrics_registry_; }
-  int active_requests() const { return generation_->active(); }
+  int active_requests() const { return admission_ == nullptr ? 0 : admission_->active(); }
 
   // Lets generations finish for up to `grace`, cancels the rest, then stops both servers and
   // joins every thread. Idempotent.
@@ -59,6 +59,7 @@ class RouterServer {
   std::unique_ptr<PolicySelector> selector_;
   std::unique_ptr<Dispatcher> dispatcher_;
   TaskRunner runner_;
+  std::unique_ptr<Admission> admission_;
   std::unique_ptr<GenerationApi> generation_;
   std::unique_ptr<ProtocolApi> protocols_;
   TrafficClassifier traffic_;

@@ -33,6 +33,24 @@ int WorkerPlan::max_context() const {
   return limit;
 }
 
+absl::StatusOr<int> PoolMaxContext(WorkerRegistry* registry, const std::string& model) {
+  std::vector<WorkerView> pool = registry->Healthy(model, v1::WORKER_ROLE_PREFILL);
+  std::vector<WorkerView> decode = registry->Healthy(model, v1::WORKER_ROLE_DECODE);
+  if (!pool.empty() && !decode.empty()) {
+    pool.insert(pool.end(), decode.begin(), decode.end());
+  } else {
+    const std::size_t prefill_count = pool.size();
+    pool = registry->Healthy(model, v1::WORKER_ROLE_COMBINED);
+    if (pool.empty()) return NoWorkersError(model, prefill_count, decode.size());
+  }
+  int limit = std::numeric_limits<int>::max();
+  for (const WorkerView& view : pool) {
+    const int worker_limit = static_cast<int>(view.entry->info().max_context());
+    if (worker_limit > 0) limit = std::min(limit, worker_limit);  // 0: the worker did not say
+  }
+  return limit;
+}
+
 absl::StatusOr<WorkerPlan> LeastLoadedSelector::Select(const std::string& model,
                                                        std::span<const std::int32_t>) {
   WorkerPlan plan;

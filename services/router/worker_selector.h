@@ -30,7 +30,15 @@ class WorkerSelector {
   // Unavailable when no healthy workers serve `model`.
   virtual absl::StatusOr<WorkerPlan> Select(const std::string& model,
                                             std::span<const std::int32_t> prompt) = 0;
+  // The longest prompt + completion the workers a plan would be made of accept, without making
+  // one (a request is validated on arrival but placed only when its turn comes). Unavailable
+  // when no healthy workers serve `model`.
+  virtual absl::StatusOr<int> MaxContext(const std::string& model) = 0;
 };
+
+// MaxContext over the healthy pool a plan is drawn from: prefill + decode when both have
+// workers, else the combined workers.
+absl::StatusOr<int> PoolMaxContext(WorkerRegistry* registry, const std::string& model);
 
 // Prefers a prefill + decode pair, else a combined worker; within a role, the least loaded
 // (router in-flight + reported running + waiting), ties to the lowest worker id.
@@ -39,6 +47,9 @@ class LeastLoadedSelector final : public WorkerSelector {
   explicit LeastLoadedSelector(WorkerRegistry* registry) : registry_(registry) {}
   absl::StatusOr<WorkerPlan> Select(const std::string& model,
                                     std::span<const std::int32_t> prompt) override;
+  absl::StatusOr<int> MaxContext(const std::string& model) override {
+    return PoolMaxContext(registry_, model);
+  }
 
  private:
   WorkerRegistry* registry_;
@@ -53,6 +64,9 @@ class PolicySelector final : public WorkerSelector {
       : registry_(registry), router_(router) {}
   absl::StatusOr<WorkerPlan> Select(const std::string& model,
                                     std::span<const std::int32_t> prompt) override;
+  absl::StatusOr<int> MaxContext(const std::string& model) override {
+    return PoolMaxContext(registry_, model);
+  }
 
  private:
   WorkerRegistry* registry_;

@@ -76,7 +76,9 @@ absl::StatusOr<v1::KvTarget> KvReceiver::Reserve(const std::string& request_id, 
     }
   }
   std::vector<std::int32_t> blocks;
-  absl::Status st = loop_->RunOnLoop([&](engine::Engine& e) -> absl::Status {
+  // The reservation also holds the request's place in the engine: once the prefill has sent the
+  // first token, Commit must never be refused for capacity.
+  absl::Status st = loop_->ReservePlace([&](engine::Engine& e) -> absl::Status {
     auto reserved = e.ReserveBlocks(num_tokens);
     if (!reserved.ok()) return reserved.status();
     blocks = std::move(*reserved);
@@ -164,10 +166,15 @@ absl::Status KvReceiver::Commit(const std::string& handoff_id, const std::string
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
   if (st.ok()) {
-    st = loop_->SubmitWith(request_id, std::move(sink), [&](engine::Engine& e) {
-      return e.AddPrefilledRequest(request_id, prompt, first_token, params, h.blocks,
-                                   traffic_class);
-    });
+    st = loop_->SubmitWith(
+        request_id, std::move(sink),
+        [&](engine::Engine& e) {
+          return e.AddPrefilledRequest(request_id, prompt, first_token, params, h.blocks,
+                                       traffic_class);
+        },
+        /*uses_reserved_place=*/true);
+  } else {
+    loop_->ReleasePlace();
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -192,6 +199,7 @@ void KvReceiver::Abandon(const std::string& request_id) {
     handoffs_.erase(it);
     by_request_.erase(r);
   }
+  loop_->ReleasePlace();
   ReleaseBlocks(std::move(blocks));
 }
 
@@ -222,7 +230,10 @@ void KvReceiver::Sweep() {
         }
       }
     }
-    for (auto& blocks : expired) ReleaseBlocks(std::move(blocks));
+    for (auto& blocks : expired) {
+      loop_->ReleasePlace();
+      ReleaseBlocks(std::move(blocks));
+    }
   }
 }
 

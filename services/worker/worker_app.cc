@@ -195,6 +195,7 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
     info.set_kv_hash_scheme("chained-fnv1a-splitmix64/v1");
     info.set_max_context((*model)->config().max_position_embeddings);
     info.set_max_running_requests(cfg.max_in_flight);
+    info.set_max_batch_tokens(static_cast<std::uint32_t>(std::max(0, cfg.max_batch_tokens)));
     info.set_incarnation(incarnation);
     RouterLink::KvSync kv_sync;
     kv_sync.last_event_seq = [p = kv_publisher.get()] { return p->last_sent_seq(); };

@@ -55,6 +55,11 @@ absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(const std::
        "KV handoffs whose blocks arrived and entered decoding."},
       {&m->kv_sent_bytes_, "tandem_worker_kv_sent_bytes_total",
        "KV bytes written to decode workers."},
+      {&m->engine_steps_, "tandem_worker_engine_steps_total", "Engine steps (one forward each)."},
+      {&m->prefill_steps_, "tandem_worker_prefill_steps_total",
+       "Engine steps that computed prompt tokens."},
+      {&m->prefill_chunks_, "tandem_worker_prefill_chunks_total",
+       "Prompt chunks computed; above prefill steps when prompts share a forward."},
   };
   for (const CounterSpec& c : counters) {
     auto child = Child(r.AddCounter(c.name, c.help, names), labels);
@@ -218,6 +223,9 @@ std::string WorkerMetrics::Scrape(serving::EngineLoop& loop, const WorkerService
   kv_total_blocks_->Set(load.total_blocks);
   cancelled_.Sync(static_cast<double>(service.cancelled_total()));
   kv_sent_bytes_.Sync(static_cast<double>(service.kv_sent_bytes_total()));
+  engine_steps_.Sync(static_cast<double>(load.steps));
+  prefill_steps_.Sync(static_cast<double>(load.prefill_steps));
+  prefill_chunks_.Sync(static_cast<double>(load.prefill_chunks));
   if (receiver != nullptr) {
     const KvReceiverStats s = receiver->stats();
     kv_reserved_blocks_->Set(s.reserved_blocks);

@@ -55,6 +55,9 @@ class WorkerMetrics {
   CounterSource handoffs_expired_;
   CounterSource handoffs_completed_;
   CounterSource kv_sent_bytes_;
+  CounterSource engine_steps_;
+  CounterSource prefill_steps_;
+  CounterSource prefill_chunks_;
 
   // Per KV tier (label tier = device, host, disk); see docs/operations.md.
   enum TierIndex { kDevice = 0, kHost = 1, kDisk = 2, kNumTiers = 3 };

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "child_process.h"
+#include "cluster_processes.h"
 #include "gtest/gtest.h"
 #include "http_client.h"
 #include "http_get.h"
@@ -32,10 +32,7 @@ using Clock = std::chrono::steady_clock;
 const fs::path kShared(TANDEM_SHARED_DIR);
 const fs::path kModel = kShared / "models" / "stories260K";
 
-struct Proc {
-  ChildProcess process;
-  std::vector<int> ports;
-};
+using testing::Proc;
 
 class ClusterTest : public ::testing::Test {
  protected:
@@ -59,14 +56,7 @@ class ClusterTest : public ::testing::Test {
 
   void Start(Proc* p, const std::string& binary, const std::string& name,
              std::vector<std::string> extra) {
-    const fs::path port_file = dir_ / (name + ".port");
-    fs::remove(port_file);
-    std::vector<std::string> args = {binary, "--model", kModel.string(), "--port-file",
-                                     port_file.string()};
-    args.insert(args.end(), extra.begin(), extra.end());
-    ASSERT_TRUE(p->process.Start(args, (dir_ / (name + ".log")).string()));
-    p->ports = testing::WaitForPorts(port_file, milliseconds(30000));
-    ASSERT_EQ(p->ports.size(), 2u) << name << " did not start:\n" << p->process.log();
+    testing::StartProc(p, dir_, binary, name, kModel, extra);
   }
   void StartWorker(Proc* p, const std::string& binary, const std::string& name) {
     Start(p, binary, name,

@@ -187,6 +187,11 @@ absl::Status Engine::ReleaseHeldKv(const std::string& request_id) {
 
 absl::StatusOr<std::vector<std::int32_t>> Engine::ReserveBlocks(int num_tokens) {
   if (num_tokens <= 0) return absl::InvalidArgumentError("num_tokens must be positive");
+  // More than the whole pool can never succeed: not a capacity refusal worth retrying.
+  if (blocks_->BlocksFor(num_tokens) > blocks_->num_blocks()) {
+    return absl::InvalidArgumentError(absl::StrCat(num_tokens, " tokens of KV exceed the pool of ",
+                                                   blocks_->num_blocks(), " blocks"));
+  }
   BlockTable table;
   if (absl::Status st = blocks_->EnsureCapacity(&table, num_tokens); !st.ok()) {
     return absl::ResourceExhaustedError(absl::StrCat("no room for ", num_tokens,
@@ -328,7 +333,9 @@ absl::StatusOr<std::vector<StepOutput>> Engine::Step() {
   std::vector<model::SequenceChunk> chunks;
   chunks.reserve(batch.size());
   int logit_rows = 0;
+  int prefill_chunks = 0;
   for (const ScheduledChunk& c : batch) {
+    if (c.seq->num_computed < c.seq->prompt_len) ++prefill_chunks;
     model::SequenceChunk chunk;
     chunk.tokens = std::span<const std::int32_t>(c.seq->tokens).subspan(c.seq->num_computed,
                                                                        c.num_tokens);
@@ -340,6 +347,8 @@ absl::StatusOr<std::vector<StepOutput>> Engine::Step() {
     logit_rows += completes ? 1 : 0;
     chunks.push_back(chunk);
   }
+  num_prefill_chunks_ += prefill_chunks;
+  if (prefill_chunks > 0) ++num_prefill_steps_;
 
   std::vector<float> logits;
   const std::size_t vocab = model_->config().vocab_size;
@@ -387,6 +396,8 @@ EngineStats Engine::stats() const {
   s.num_blocks = blocks_->num_blocks();
   s.num_preemptions = num_preemptions_;
   s.num_steps = num_steps_;
+  s.num_prefill_steps = num_prefill_steps_;
+  s.num_prefill_chunks = num_prefill_chunks_;
   return s;
 }
 

@@ -1,17 +1,36 @@
 #include "tandem/routing/prefill_queue.h"
 
+#include <algorithm>
+
 namespace tandem::routing {
 
+bool PrefillQueue::MayStart(const PerWorker& w, std::int64_t tokens) const {
+  if (options_.depth <= 0 || w.out < options_.depth) return true;
+  return w.batch_tokens > 0 && w.out_tokens + tokens <= w.batch_tokens;
+}
+
+void PrefillQueue::Start(WorkerSlot worker, Entry* entry) {
+  PerWorker& w = workers_[worker];
+  entry->held = false;
+  ++w.out;
+  w.out_tokens += entry->tokens;
+  ++total_out_;
+}
+
+void PrefillQueue::SetBatchTokens(WorkerSlot worker, std::int64_t tokens) {
+  if (worker < 0 || worker >= kMaxWorkers) return;
+  workers_[worker].batch_tokens = std::max<std::int64_t>(0, tokens);
+}
+
 bool PrefillQueue::Enqueue(Ticket ticket, WorkerSlot worker, double predicted_seconds,
-                           double now_seconds) {
+                           double now_seconds, std::int64_t tokens) {
   if (worker < 0 || worker >= kMaxWorkers) return true;  // nothing to order it against
   PerWorker& w = workers_[worker];
-  Entry entry{.worker = worker};
-  // A worker with anything held has no free place (Done refills places from the held ones at
-  // once), so a free place means nothing could go before this one: start at once.
-  if (options_.depth <= 0 || w.out < options_.depth) {
-    ++w.out;
-    ++total_out_;
+  Entry entry{.worker = worker, .tokens = std::max<std::int64_t>(0, tokens)};
+  // Whatever is held goes before a newcomer, so it may start only when nothing is held (Done
+  // refills free places from the held ones at once).
+  if (w.held.empty() && MayStart(w, entry.tokens)) {
+    Start(worker, &entry);
     tickets_[ticket] = entry;
     return true;
   }
@@ -26,10 +45,15 @@ void PrefillQueue::ReleaseNext(WorkerSlot worker, std::vector<Ticket>* released)
   PerWorker& w = workers_[worker];
   const Ticket next = w.held.begin()->second;
   w.held.erase(w.held.begin());
-  tickets_[next].held = false;
-  ++w.out;
-  ++total_out_;
+  Start(worker, &tickets_[next]);
   released->push_back(next);
+}
+
+void PrefillQueue::ReleaseFitting(WorkerSlot worker, std::vector<Ticket>* released) {
+  PerWorker& w = workers_[worker];
+  while (!w.held.empty() && MayStart(w, tickets_[w.held.begin()->second].tokens)) {
+    ReleaseNext(worker, released);
+  }
 }
 
 std::vector<PrefillQueue::Ticket> PrefillQueue::Done(Ticket ticket) {
@@ -44,8 +68,9 @@ std::vector<PrefillQueue::Ticket> PrefillQueue::Done(Ticket ticket) {
     return released;
   }
   --w.out;
+  w.out_tokens -= entry.tokens;
   --total_out_;
-  while (w.out < options_.depth && !w.held.empty()) ReleaseNext(entry.worker, &released);
+  ReleaseFitting(entry.worker, &released);
   return released;
 }
 

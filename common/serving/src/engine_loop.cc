@@ -49,10 +49,17 @@ absl::Status EngineLoop::Submit(const std::string& request_id, std::vector<std::
   });
 }
 
+bool EngineLoop::AtCapacity() const {
+  return static_cast<int>(active_.size()) + reserved_places_ >= options_.max_in_flight;
+}
+
 absl::Status EngineLoop::SubmitWith(const std::string& request_id, UpdateSink sink,
-                                    std::function<absl::Status(engine::Engine&)> add) {
+                                    std::function<absl::Status(engine::Engine&)> add,
+                                    bool uses_reserved_place) {
   return RunOnLoop([&](engine::Engine& engine) -> absl::Status {
-    if (static_cast<int>(active_.size()) >= options_.max_in_flight) {
+    if (uses_reserved_place) {
+      if (reserved_places_ > 0) --reserved_places_;
+    } else if (AtCapacity()) {
       return absl::ResourceExhaustedError(
           absl::StrCat("engine queue is full (", options_.max_in_flight, " requests in flight)"));
     }
@@ -60,6 +67,27 @@ absl::Status EngineLoop::SubmitWith(const std::string& request_id, UpdateSink si
     if (!st.ok()) return st;
     active_[request_id] = Active{std::move(sink), 0};
     return absl::OkStatus();
+  });
+}
+
+absl::Status EngineLoop::ReservePlace(std::function<absl::Status(engine::Engine&)> also) {
+  return RunOnLoop([&](engine::Engine& engine) -> absl::Status {
+    if (AtCapacity()) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("engine queue is full (", options_.max_in_flight,
+                       " requests in flight or reserved)"));
+    }
+    absl::Status st = also(engine);
+    if (!st.ok()) return st;
+    ++reserved_places_;
+    return absl::OkStatus();
+  });
+}
+
+void EngineLoop::ReleasePlace() {
+  // At shutdown the post is refused, and nothing needs the count any more.
+  Post([this] {
+    if (reserved_places_ > 0) --reserved_places_;
   });
 }
 
@@ -137,11 +165,14 @@ void EngineLoop::Dispatch(const std::vector<engine::StepOutput>& outputs) {
 void EngineLoop::PublishLoad() {
   const engine::EngineStats stats = engine_->stats();
   std::lock_guard<std::mutex> lock(mu_);
-  load_.in_flight = static_cast<int>(active_.size());
+  load_.in_flight = static_cast<int>(active_.size()) + reserved_places_;
   load_.waiting = stats.num_waiting;
   load_.running = stats.num_running;
   load_.free_blocks = stats.num_free_blocks;
   load_.total_blocks = stats.num_blocks;
+  load_.steps = stats.num_steps;
+  load_.prefill_steps = stats.num_prefill_steps;
+  load_.prefill_chunks = stats.num_prefill_chunks;
 }
 
 void EngineLoop::EndAll(engine::FinishReason reason, const std::string& error) {

@@ -14,8 +14,10 @@ from urllib.parse import urlsplit
 class Result:
     index: int
     sent_s: float                     # relative to the run's start
-    ok: bool = False
+    ok: bool = False                  # the stream ended with [DONE] and no error event
     error: str = ""
+    status: int = 0                   # HTTP status (0: no answer)
+    broken: bool = False              # a 200 stream that then failed or ended without [DONE]
     ttft_s: float | None = None
     e2e_s: float | None = None
     itl_s: list[float] = dataclasses.field(default_factory=list)
@@ -81,6 +83,7 @@ async def stream_completion(url: str, model: str, prompt: str, max_tokens: int, 
             await writer.drain()
             status_line = await reader.readline()
             status = int(status_line.split()[1]) if len(status_line.split()) > 1 else 0
+            result.status = status
             headers = {}
             while True:
                 line = await reader.readline()
@@ -94,15 +97,18 @@ async def stream_completion(url: str, model: str, prompt: str, max_tokens: int, 
                 result.error = f"HTTP {status}: {text[:300].decode(errors='replace')}"
                 return result
             last = None
+            done = False
             async for line in _read_body_lines(reader, chunked):
                 if not line.startswith(b"data:"):
                     continue
                 data = line[5:].strip()
                 if data == b"[DONE]":
+                    done = True
                     break
                 event = json.loads(data)
                 if "error" in event:
                     result.error = json.dumps(event["error"])[:300]
+                    result.broken = True
                     return result
                 now = time.perf_counter()
                 text = "".join(c.get("text") or "" for c in event.get("choices") or [])
@@ -118,13 +124,19 @@ async def stream_completion(url: str, model: str, prompt: str, max_tokens: int, 
                     result.completion_tokens = int(usage.get("completion_tokens", 0))
                     result.cached_tokens = _cached_tokens(usage)
             result.e2e_s = time.perf_counter() - t0
+            if not done:
+                result.error = "the stream ended without [DONE]"
+                result.broken = True
+                return result
             if result.ttft_s is None:
                 result.ttft_s = result.e2e_s  # no text (e.g. one EOS token): first byte of the end
             result.ok = True
     except (TimeoutError, asyncio.TimeoutError):
         result.error = f"timed out after {timeout_s} s"
+        result.broken = result.status == 200
     except (OSError, ValueError, asyncio.IncompleteReadError) as e:
         result.error = f"{type(e).__name__}: {e}"
+        result.broken = result.status == 200
     finally:
         if writer is not None:
             writer.close()

@@ -6,6 +6,10 @@
                             [--rate R (Poisson, per second; default: all at once)]
         Writes --out JSON (summary + per-request records) and, with --plot, a PNG.
   plot: tandem_bench.py plot --out fig.png A.json B.json ...   (overlays runs: CDFs, TTFT over time)
+  burst: tandem_bench.py burst --url ... --concurrency N --output-tokens O [--router-pid PID]
+        N streams at once; prints served / refused / broken, TTFT p50/p90, output tokens/s and,
+        given the router's pid, its peak RSS. Refused: answered 429/503 before any stream byte;
+        broken: a stream that started and then failed or ended without [DONE] (must be 0).
 
 Open loop: every request is sent at its arrival time whatever the server's state, so a slow server
 builds a queue instead of slowing the load. Trace prompts: each trace hash id becomes a fixed block
@@ -78,6 +82,19 @@ def parse_args(argv):
                      help="write the workload sent, in Mooncake format (ms after --time-scale,"
                           " blocks of --block-tokens): replay it with tandem-sim --block-size")
     run.add_argument("--plot", type=Path, help="PNG of this run")
+    burst = sub.add_parser("burst", help="N concurrent streams at once")
+    burst.add_argument("--url", required=True)
+    burst.add_argument("--model", help="model name (default: the first of GET /v1/models)")
+    burst.add_argument("--concurrency", type=int, default=1000)
+    burst.add_argument("--input-tokens", type=int, default=16,
+                       help="approximate prompt length in words")
+    burst.add_argument("--output-tokens", type=int, default=32)
+    burst.add_argument("--distinct-prompts", type=int, default=64,
+                       help="prompts cycle through this many variants")
+    burst.add_argument("--ignore-eos", action="store_true")
+    burst.add_argument("--timeout-s", type=float, default=600)
+    burst.add_argument("--router-pid", type=int, help="report this process's peak RSS")
+    burst.add_argument("--out", type=Path, help="JSON results")
     plot = sub.add_parser("plot", help="overlay the runs of several JSON results")
     plot.add_argument("--out", type=Path, required=True)
     plot.add_argument("--title", default="")
@@ -144,6 +161,64 @@ def command_run(args) -> int:
     return 0 if summary["succeeded"] > 0 else 1
 
 
+def peak_rss_kib(pid: int) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def burst_summary(results: list[client.Result], wall_s: float) -> dict:
+    served = [r for r in results if r.ok]
+    refused = [r for r in results if r.status in (429, 503)]
+    broken = [r for r in results if r.broken]
+    ttft = [r.ttft_s for r in served]
+    tokens = sum(r.completion_tokens for r in served)
+    return {
+        "concurrency": len(results),
+        "served": len(served),
+        "refused": len(refused),
+        "broken": len(broken),
+        "other_failures": len(results) - len(served) - len(refused) - len(broken),
+        "ttft_p50_s": report.percentile(ttft, 50),
+        "ttft_p90_s": report.percentile(ttft, 90),
+        "output_tokens_per_s": tokens / wall_s if wall_s > 0 else None,
+        "wall_s": wall_s,
+        "first_errors": sorted({r.error for r in results if r.error})[:5],
+    }
+
+
+def command_burst(args) -> int:
+    model = args.model or client.served_model(args.url)
+    words = ["once", "upon", "a", "time", "there", "was", "little", "girl", "named", "lily",
+             "she", "liked", "to", "play", "in", "the", "park", "with", "her", "dog"]
+    prompts = []
+    for v in range(max(1, args.distinct_prompts)):
+        prompts.append(" ".join(words[(v + i * 7) % len(words)] for i in range(args.input_tokens)))
+
+    async def go():
+        start = time.perf_counter()
+        results = await asyncio.gather(*(
+            client.stream_completion(args.url, model, prompts[i % len(prompts)],
+                                     args.output_tokens, i, start, args.timeout_s,
+                                     args.ignore_eos)
+            for i in range(args.concurrency)))
+        return list(results), time.perf_counter() - start
+
+    results, wall = asyncio.run(go())
+    summary = burst_summary(results, wall)
+    if args.router_pid:
+        summary["router_peak_rss_kib"] = peak_rss_kib(args.router_pid)
+    print(json.dumps(summary))
+    if args.out:
+        args.out.write_text(json.dumps({"summary": summary,
+                                        "requests": [dataclasses.asdict(r) for r in results]}))
+    return 0 if summary["broken"] == 0 and summary["other_failures"] == 0 else 1
+
+
 def command_plot(args) -> int:
     runs = []
     for path in args.results:
@@ -154,6 +229,8 @@ def command_plot(args) -> int:
 
 def main(argv=None) -> int:
     args = parse_args(argv if argv is not None else sys.argv[1:])
+    if args.command == "burst":
+        return command_burst(args)
     return command_run(args) if args.command == "run" else command_plot(args)
 
 

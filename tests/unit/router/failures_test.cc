@@ -27,8 +27,9 @@ TEST_F(RouterTest, WorkerDyingMidStreamEndsTheStreamWithAnErrorAndMarksItDown) {
   const json error = json::parse(event->substr(6));
   ASSERT_TRUE(error.contains("error")) << *event;
   EXPECT_TRUE(error["error"].contains("message"));
-  // The stream then ends.
-  while (auto rest = client->ReadEvent(milliseconds(5000))) EXPECT_EQ(*rest, "data: [DONE]");
+  // The stream then ends: [DONE], then the chunked body's terminal chunk (not a timeout).
+  EXPECT_EQ(client->ReadEvent(milliseconds(5000)), "data: [DONE]");
+  EXPECT_EQ(client->ReadChunk(milliseconds(5000)), "") << "the stream did not end";
   EXPECT_FALSE(router_->registry().IsUp("w1"));
   EXPECT_EQ(Request("GET", "/ready").status, 503);
   ExpectNothingInFlight();
@@ -93,23 +94,49 @@ TEST_F(RouterTest, NonStreamGenerationsHoldNoIoThreadAndStopWhenTheClientLeaves)
   ExpectNothingInFlight();
 }
 
-TEST_F(RouterTest, WorkerOverloadAnswers429WithRetryAfter) {
-  StartRouter();
-  AddWorker("w1", v1::WORKER_ROLE_COMBINED, {.generate_status = grpc::StatusCode::RESOURCE_EXHAUSTED});
+// A worker that stays full: the request waits at the head of the queue and is retried as places
+// free up, and only past --max-queue-wait does the client get 429, before any stream byte.
+TEST_F(RouterTest, WorkerOverloadIsRetriedThenAnswered429WithRetryAfter) {
+  StartRouter([](RouterConfig* c) { c->max_queue_wait_ms = 400; });
+  FakeWorker* w = AddWorker("w1", v1::WORKER_ROLE_COMBINED,
+                            {.generate_status = grpc::StatusCode::RESOURCE_EXHAUSTED});
   RawResponse r = Post("/v1/completions", {{"prompt", "x"}});
   EXPECT_EQ(r.status, 429) << r.body;
-  EXPECT_EQ(r.Header("retry-after"), "1");
+  EXPECT_GE(std::stol(r.Header("retry-after")), 1);
+  int generate_calls = 0;
+  for (const std::string& c : w->calls()) generate_calls += c.rfind("Generate", 0) == 0;
+  EXPECT_GE(generate_calls, 2);
+  EXPECT_GE(Metric("tandem_router_worker_capacity_refusals_total").value_or(0), 2.0);
+  EXPECT_EQ(Metric("tandem_router_admission_refusals_total{reason=\"worker_capacity\"}"), 1.0);
   EXPECT_TRUE(router_->registry().IsUp("w1"));
   ExpectNothingInFlight();
 }
 
-TEST_F(RouterTest, StreamsFailingBeforeTheFirstTokenGetTheirOwnStatus) {
+// Refusals for capacity before the first token never reach the client while a retry can succeed.
+TEST_F(RouterTest, AWorkerThatRefusesForCapacityThenAcceptsServesTheRequest) {
   StartRouter();
+  FakeWorker* w = AddWorker("w1", v1::WORKER_ROLE_COMBINED,
+                            {.tokens = Ids("ok"), .refuse_first_generates = 3});
+  RawResponse head;
+  const std::vector<std::string> events =
+      StreamAll("/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}, {"stream", true}}, &head);
+  EXPECT_EQ(head.status, 200);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back(), "[DONE]");
+  int generate_calls = 0;
+  for (const std::string& c : w->calls()) generate_calls += c.rfind("Generate", 0) == 0;
+  EXPECT_EQ(generate_calls, 4);
+  EXPECT_EQ(Metric("tandem_router_worker_capacity_refusals_total"), 3.0);
+  ExpectNothingInFlight();
+}
+
+TEST_F(RouterTest, StreamsFailingBeforeTheFirstTokenGetTheirOwnStatus) {
+  StartRouter([](RouterConfig* c) { c->max_queue_wait_ms = 200; });
   AddWorker("w1", v1::WORKER_ROLE_COMBINED, {.generate_status = grpc::StatusCode::RESOURCE_EXHAUSTED});
   RawResponse head;
   auto client = OpenStream("/v1/completions", {{"prompt", "x"}, {"stream", true}}, &head);
   EXPECT_EQ(head.status, 429);
-  EXPECT_EQ(head.Header("retry-after"), "1");
+  EXPECT_FALSE(head.Header("retry-after").empty());
   EXPECT_EQ(head.Header("content-type"), "application/json");
   workers_.clear();
   AddWorker("w2", v1::WORKER_ROLE_COMBINED, {.generate_status = grpc::StatusCode::UNAVAILABLE});
@@ -119,16 +146,48 @@ TEST_F(RouterTest, StreamsFailingBeforeTheFirstTokenGetTheirOwnStatus) {
   ExpectNothingInFlight();
 }
 
-TEST_F(RouterTest, RouterInFlightLimitAnswers429) {
+TEST_F(RouterTest, BeyondMaxInFlightRequestsQueueAndAreServedInTurn) {
   StartRouter([](RouterConfig* c) { c->max_in_flight = 1; });
   FakeWorker* w = AddWorker("w1", v1::WORKER_ROLE_COMBINED, {.tokens = Ids("abc"), .hang_after = 1});
   RawResponse head;
   auto holder = OpenStream("/v1/completions", {{"prompt", "x"}, {"max_tokens", 3}, {"stream", true}}, &head);
   ASSERT_TRUE(w->WaitForCall("Generate", milliseconds(5000)));
+  RawResponse queued;
+  std::thread waiter([&] { queued = Post("/v1/completions", {{"prompt", "y"}, {"max_tokens", 1}}); });
+  // It waits in the router's queue, not on the worker, until the holder's place frees.
+  const auto deadline = std::chrono::steady_clock::now() + milliseconds(5000);
+  while (Metric("tandem_router_queue_depth").value_or(0) < 1.0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  EXPECT_EQ(Metric("tandem_router_queue_depth"), 1.0);
+  int generate_calls = 0;
+  for (const std::string& c : w->calls()) generate_calls += c.rfind("Generate", 0) == 0;
+  EXPECT_EQ(generate_calls, 1);
+  holder->Close();
+  waiter.join();
+  EXPECT_EQ(queued.status, 200) << queued.body;
+  ExpectNothingInFlight();
+}
+
+TEST_F(RouterTest, AFullAdmissionQueueAnswers429BeforeAnyStreamByte) {
+  StartRouter([](RouterConfig* c) {
+    c->max_in_flight = 1;
+    c->max_queue_length = 0;
+  });
+  FakeWorker* w = AddWorker("w1", v1::WORKER_ROLE_COMBINED, {.tokens = Ids("abc"), .hang_after = 1});
+  RawResponse head;
+  auto holder = OpenStream("/v1/completions", {{"prompt", "x"}, {"max_tokens", 3}, {"stream", true}}, &head);
+  ASSERT_TRUE(w->WaitForCall("Generate", milliseconds(5000)));
+  RawResponse refused;
+  auto second = OpenStream("/v1/completions", {{"prompt", "x"}, {"stream", true}}, &refused);
+  EXPECT_EQ(refused.status, 429);
+  EXPECT_EQ(refused.Header("content-type"), "application/json");
+  EXPECT_FALSE(refused.Header("retry-after").empty());
   RawResponse r = Post("/v1/completions", {{"prompt", "x"}});
   EXPECT_EQ(r.status, 429) << r.body;
-  EXPECT_EQ(r.Header("retry-after"), "1");
   EXPECT_EQ(json::parse(r.body)["error"]["type"], "rate_limit_error");
+  EXPECT_EQ(Metric("tandem_router_admission_refusals_total{reason=\"queue_full\"}"), 2.0);
   holder->Close();
   ExpectNothingInFlight();
 }

@@ -65,6 +65,8 @@ struct WorkerScript {
   int hang_after = -1;
   std::chrono::milliseconds token_delay{0};
   std::chrono::milliseconds prefill_delay{0};  // how long each Prefill takes
+  int refuse_first_generates = 0;  // the first N Generate calls answer RESOURCE_EXHAUSTED
+  std::uint32_t max_batch_tokens = 0;  // announced step budget (0: unknown)
 };
 
 class FakeWorker final : public v1::Worker::Service {
@@ -101,6 +103,7 @@ class FakeWorker final : public v1::Worker::Service {
     info.set_kv_hash_scheme("chained-fnv1a-splitmix64/v1");
     info.set_max_context(max_context_);
     info.set_incarnation(incarnation);
+    info.set_max_batch_tokens(script_.max_batch_tokens);
     return info;
   }
 
@@ -118,6 +121,18 @@ class FakeWorker final : public v1::Worker::Service {
       if (std::chrono::steady_clock::now() > deadline) return false;
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
+  }
+  // Waits until a Generate for `request_id` ended because its caller cancelled it (the router
+  // stops a worker whose output it no longer needs).
+  bool WaitForCancelledGenerate(const std::string& request_id,
+                                std::chrono::milliseconds timeout) const {
+    absl::MutexLock lock(&mu_);
+    const auto seen = [&] {
+      mu_.AssertHeld();
+      return std::find(cancelled_generates_.begin(), cancelled_generates_.end(), request_id) !=
+             cancelled_generates_.end();
+    };
+    return mu_.AwaitWithTimeout(absl::Condition(&seen), absl::FromChrono(timeout));
   }
   v1::GenerateRequest last_generate() const {
     absl::MutexLock lock(&mu_);
@@ -181,6 +196,13 @@ class FakeWorker final : public v1::Worker::Service {
     if (script_.generate_status != grpc::StatusCode::OK) {
       return grpc::Status(script_.generate_status, "generate scripted");
     }
+    {
+      absl::MutexLock lock(&mu_);
+      if (generates_refused_ < script_.refuse_first_generates) {
+        ++generates_refused_;
+        return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "engine queue is full (scripted)");
+      }
+    }
     const bool has_first = request->first_token_id() >= 0;
     const auto& stops = request->sampling().stop_token_ids();
     const auto is_stop = [&](std::int32_t t) { return std::find(stops.begin(), stops.end(), t) != stops.end(); };
@@ -208,7 +230,11 @@ class FakeWorker final : public v1::Worker::Service {
       } else if (produced >= request->sampling().max_tokens()) {
         done = true;
       }
-      if (!writer->Write(msg)) return grpc::Status(grpc::StatusCode::CANCELLED, "client gone");
+      if (context->IsCancelled() || !writer->Write(msg)) {
+        absl::MutexLock lock(&mu_);
+        cancelled_generates_.push_back(request->request_id());
+        return grpc::Status(grpc::StatusCode::CANCELLED, "client gone");
+      }
     }
     if (!done) finish = v1::FINISH_REASON_STOP;  // ran out of script: as if EOS
     v1::GenerateResponse last;
@@ -247,8 +273,10 @@ class FakeWorker final : public v1::Worker::Service {
   bool killed_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::string> calls_ ABSL_GUARDED_BY(mu_);
   int concurrent_prefills_ ABSL_GUARDED_BY(mu_) = 0;
+  int generates_refused_ ABSL_GUARDED_BY(mu_) = 0;
   int max_concurrent_prefills_ ABSL_GUARDED_BY(mu_) = 0;
   v1::GenerateRequest last_generate_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> cancelled_generates_ ABSL_GUARDED_BY(mu_);
   v1::PrefillRequest last_prefill_ ABSL_GUARDED_BY(mu_);
 };
 

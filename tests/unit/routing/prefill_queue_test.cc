@@ -26,6 +26,34 @@ TEST(PrefillQueueTest, ReleasesTheShortestHeldPrefillWhenOneEnds) {
   EXPECT_EQ(q.out(0), 0);
 }
 
+TEST(PrefillQueueTest, HeldPrefillsThatFitTheWorkersStepBudgetGoOutTogetherInOrder) {
+  PrefillQueue q(PrefillQueue::Options{.depth = 1, .aging = 0});
+  q.SetBatchTokens(0, 100);
+  EXPECT_TRUE(q.Enqueue(1, 0, /*predicted_seconds=*/9, 0, /*tokens=*/500));  // alone: over budget
+  EXPECT_FALSE(q.Enqueue(2, 0, 0.3, 0, 30));
+  EXPECT_FALSE(q.Enqueue(3, 0, 0.1, 0, 10));
+  EXPECT_FALSE(q.Enqueue(4, 0, 0.5, 0, 50));
+  EXPECT_FALSE(q.Enqueue(5, 0, 0.2, 0, 20));
+  // Shortest first while the batch fits: 10 + 20 + 30 = 60, then 50 would make 110.
+  EXPECT_EQ(q.Done(1), Tickets({3, 5, 2}));
+  EXPECT_EQ(q.out(0), 3);
+  EXPECT_EQ(q.held(0), 1);
+  // A newcomer that would fit waits behind what is held: the order is kept.
+  EXPECT_FALSE(q.Enqueue(6, 0, 0.01, 0, 1));
+  EXPECT_EQ(q.Done(3), Tickets({6}));  // 50 out: 6 fits (51), then 4 would make 101
+  EXPECT_EQ(q.Done(5), Tickets({4}));  // 31 out: 4 fits (81)
+  EXPECT_EQ(q.out(0), 3);
+  EXPECT_EQ(q.held(0), 0);
+}
+
+TEST(PrefillQueueTest, WithoutABudgetDepthAloneLimitsWhatIsOut) {
+  PrefillQueue q(PrefillQueue::Options{.depth = 1, .aging = 0});
+  EXPECT_TRUE(q.Enqueue(1, 0, 1, 0, 5));
+  EXPECT_FALSE(q.Enqueue(2, 0, 1, 0, 5));
+  EXPECT_FALSE(q.Enqueue(3, 0, 1, 0, 5));
+  EXPECT_EQ(q.Done(1), Tickets({2}));
+}
+
 TEST(PrefillQueueTest, AgingBoundsHowLongALongPrefillWaits) {
   PrefillQueue q(PrefillQueue::Options{.depth = 1, .aging = 0.1});
   ASSERT_TRUE(q.Enqueue(1, 0, 1, 0));

@@ -82,6 +82,51 @@ TEST_F(EngineLoopTest, FullQueueAnswersResourceExhausted) {
             absl::StatusCode::kResourceExhausted);
 }
 
+// A KV handoff reserves its request's place before the prefill runs: what arrives later with the
+// reservation is never refused for capacity, and nobody else can take the place meanwhile.
+TEST_F(EngineLoopTest, AReservedPlaceIsKeptForItsRequestAndCountsAgainstTheLimit) {
+  Collector a, b, late;
+  auto loop = MakeLoop(/*max_in_flight=*/2);
+  const auto nothing = [](engine::Engine&) { return absl::OkStatus(); };
+  ASSERT_TRUE(loop->ReservePlace(nothing).ok());
+  ASSERT_TRUE(loop->Submit("a", {1}, Greedy(200), a.sink()).ok());
+  // One admitted and one reserved: the limit is reached for newcomers and for reservations.
+  EXPECT_EQ(loop->Submit("b", {1}, Greedy(1), b.sink()).code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(loop->ReservePlace(nothing).code(), absl::StatusCode::kResourceExhausted);
+  // The request the place was kept for gets in although the loop is full.
+  ASSERT_TRUE(loop
+                  ->SubmitWith(
+                      "late", late.sink(),
+                      [&](engine::Engine& e) {
+                        const std::vector<std::int32_t> prompt = {2};
+                        return e.AddRequest("late", prompt, Greedy(3));
+                      },
+                      /*uses_reserved_place=*/true)
+                  .ok());
+  ASSERT_TRUE(late.WaitFinished());
+  EXPECT_EQ(late.tokens().size(), 3u);
+  loop->Cancel("a");
+  ASSERT_TRUE(a.WaitFinished());
+  EXPECT_TRUE(loop->Submit("b", {1}, Greedy(1), b.sink()).ok());
+}
+
+TEST_F(EngineLoopTest, AReleasedOrFailedReservationGivesItsPlaceBack) {
+  Collector a, b;
+  auto loop = MakeLoop(/*max_in_flight=*/1);
+  // A reservation whose own work fails takes no place.
+  EXPECT_EQ(loop->ReservePlace([](engine::Engine&) { return absl::ResourceExhaustedError("no KV"); })
+                .code(),
+            absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(loop->ReservePlace([](engine::Engine&) { return absl::OkStatus(); }).ok());
+  EXPECT_EQ(loop->Submit("a", {1}, Greedy(1), a.sink()).code(),
+            absl::StatusCode::kResourceExhausted);
+  loop->ReleasePlace();  // the handoff expired
+  ASSERT_TRUE(loop->Submit("a", {1}, Greedy(1), a.sink()).ok());
+  ASSERT_TRUE(a.WaitFinished());
+  EXPECT_EQ(loop->load().in_flight, 0);
+}
+
 TEST_F(EngineLoopTest, ShutdownFinishesInFlightRequestsAsCancelled) {
   Collector c;
   {

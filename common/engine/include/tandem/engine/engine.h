@@ -100,6 +100,10 @@ struct EngineStats {
   int num_blocks = 0;
   std::int64_t num_preemptions = 0;
   std::int64_t num_steps = 0;
+  // Steps that computed prompt tokens, and the prompt chunks they computed: chunks per step above
+  // one means prompts were batched into one forward.
+  std::int64_t num_prefill_steps = 0;
+  std::int64_t num_prefill_chunks = 0;
 };
 
 // Continuous-batching engine over one model. Not thread-safe: one caller drives Step().
@@ -230,6 +234,8 @@ class Engine {
   std::vector<StepOutput> pending_outputs_;  // cancellations reported by the next Step()
   std::int64_t num_preemptions_ = 0;
   std::int64_t num_steps_ = 0;
+  std::int64_t num_prefill_steps_ = 0;
+  std::int64_t num_prefill_chunks_ = 0;
 };
 
 }  // namespace tandem::engine

@@ -21,6 +21,12 @@ namespace tandem::routing {
 // short prompts pass, which lowers the TTFT of most requests at the cost of the longest ones
 // (whose TTFT is dominated by their own compute anyway).
 //
+// Batching: a worker computes several prompts in one engine step when they fit its step's token
+// budget. So beyond `depth`, a prefill also goes out while the uncached tokens out on its worker
+// plus its own fit the worker's batch budget (SetBatchTokens; 0: no budget, depth alone). Held
+// prefills leave in priority order and the first that does not fit stops the release, so the
+// order is kept and a prompt longer than the budget goes alone once the worker is free.
+//
 // Priority: predicted seconds - aging x seconds held. All held requests age at the same rate, so
 // the order is fixed at enqueue time: predicted + aging x enqueue time, smallest first.
 // Not thread-safe: the router keeps it under its routing lock.
@@ -38,7 +44,12 @@ class PrefillQueue {
   // A prefill routed to `worker`, predicted to take `predicted_seconds`. True: it may start now;
   // false: it is held until Done() of an earlier one releases it. Tickets must be unique among
   // those not yet Done.
-  bool Enqueue(Ticket ticket, WorkerSlot worker, double predicted_seconds, double now_seconds);
+  // `tokens` is what the worker will compute (the uncached part), counted against its budget.
+  bool Enqueue(Ticket ticket, WorkerSlot worker, double predicted_seconds, double now_seconds,
+               std::int64_t tokens = 0);
+
+  // The worker's step budget in tokens (0: none; depth alone limits what is out).
+  void SetBatchTokens(WorkerSlot worker, std::int64_t tokens);
 
   // The prefill `ticket` finished, failed or was abandoned, held or out. A prefill that was out
   // frees its worker's place, and the tickets released by that are returned (to start now).
@@ -58,14 +69,20 @@ class PrefillQueue {
  private:
   struct PerWorker {
     int out = 0;
+    std::int64_t out_tokens = 0;
+    std::int64_t batch_tokens = 0;
     std::set<std::pair<double, Ticket>> held;  // (priority key, ticket)
   };
   struct Entry {
     WorkerSlot worker = kNoWorker;
     bool held = false;
     double key = 0;
+    std::int64_t tokens = 0;
   };
+  bool MayStart(const PerWorker& w, std::int64_t tokens) const;
+  void Start(WorkerSlot worker, Entry* entry);
   void ReleaseNext(WorkerSlot worker, std::vector<Ticket>* released);
+  void ReleaseFitting(WorkerSlot worker, std::vector<Ticket>* released);
 
   Options options_;
   std::array<PerWorker, kMaxWorkers> workers_{};

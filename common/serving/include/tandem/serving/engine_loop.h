@@ -37,11 +37,14 @@ struct EngineLoopOptions {
 };
 
 struct LoopLoad {
-  int in_flight = 0;
+  int in_flight = 0;  // admitted requests plus places reserved for handed-off ones
   int waiting = 0;
   int running = 0;
   int free_blocks = 0;
   int total_blocks = 0;
+  std::int64_t steps = 0;
+  std::int64_t prefill_steps = 0;   // steps that computed prompt tokens
+  std::int64_t prefill_chunks = 0;  // prompt chunks those steps computed
 };
 
 // Owns an Engine and drives it on one thread: the engine is single-threaded by design, and every
@@ -60,8 +63,20 @@ class EngineLoop {
                       const engine::SamplingParams& params, UpdateSink sink);
   // As Submit, for requests that enter the engine another way (e.g. with KV handed off by a
   // prefill worker): `add` runs on the loop thread and must add `request_id` to the engine.
+  // With `uses_reserved_place`, the request takes a place ReservePlace() held for it: it is not
+  // refused for capacity, and the place is consumed whatever the outcome.
   absl::Status SubmitWith(const std::string& request_id, UpdateSink sink,
-                          std::function<absl::Status(engine::Engine&)> add);
+                          std::function<absl::Status(engine::Engine&)> add,
+                          bool uses_reserved_place = false);
+
+  // Holds one of the max_in_flight places for a request that arrives later (a KV handoff is
+  // reserved before its prefill runs): the decode side's capacity is secured before the prompt
+  // is computed, so a request whose first token has gone out is never refused. `also` runs on
+  // the loop thread with the place taken; if it fails, the place is given back. ResourceExhausted
+  // when every place is taken.
+  absl::Status ReservePlace(std::function<absl::Status(engine::Engine&)> also);
+  // Gives back a place whose request will not arrive (its handoff expired or was abandoned).
+  void ReleasePlace();
   // Idempotent; unknown ids are ignored (the request may have just finished).
   void Cancel(const std::string& request_id);
 
@@ -81,6 +96,7 @@ class EngineLoop {
   void EndAll(engine::FinishReason reason, const std::string& error);
   void FailAll(const std::string& error);
   void PublishLoad();
+  bool AtCapacity() const;  // loop thread
 
   std::unique_ptr<engine::Engine> engine_;
   const EngineLoopOptions options_;
@@ -98,6 +114,7 @@ class EngineLoop {
     int completion_tokens = 0;
   };
   absl::flat_hash_map<std::string, Active> active_;
+  int reserved_places_ = 0;
 
   std::thread thread_;
 };

@@ -1,0 +1,32 @@
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "admission.h"
+#include "call_canceller.h"
+#include "dispatcher.h"
+#include "router_metrics.h"
+#include "worker_selector.h"
+
+namespace tandem::router {
+
+// What every generation endpoint shares to run an admitted request on workers.
+struct RunDeps {
+  WorkerSelector* selector = nullptr;
+  Dispatcher* dispatcher = nullptr;
+  const RouterMetrics* metrics = nullptr;  // optional
+  std::string model;                       // served model name, for worker selection
+};
+
+// Waits for the request's turn in the admission queue, picks its workers then (not at arrival,
+// so that the choice sees the load of the moment), and runs it. A worker that refuses for
+// capacity before anything was delivered sends the request back to the head of the queue and it
+// runs again when a place frees; nothing reaches the client until a worker has accepted it. The
+// plan's leases end as soon as the workers are done, so their load drops before the response is
+// written.
+absl::StatusOr<GenerationOutcome> RunAdmitted(const RunDeps& deps, AdmissionTicket* ticket,
+                                              const GenerationRequest& request,
+                                              CallCanceller* canceller, TokenSink* sink);
+
+}  // namespace tandem::router
