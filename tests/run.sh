@@ -19,6 +19,12 @@ fi
 
 ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" --timeout 600
 
+# The kernel, engine and router tests on the generic and AVX2 SIMD paths and under sanitizers,
+# each in its own build directory (docs/performance.md). TANDEM_VARIANTS=0 skips them.
+if [[ "${TANDEM_VARIANTS:-1}" != 0 ]]; then
+  TANDEM_JOBS="$jobs" VARIANTS_DIR="${build_dir}-variants" "$root/tests/variants.sh"
+fi
+
 # Python side: only what tests/conformance needs (no torch: the reference fixtures are committed).
 venv="$root/.venv"
 if [[ ! -x "$venv/bin/python" ]]; then

@@ -133,7 +133,10 @@ TEST(GenerateCliTest, RuntimeErrorsExitWithStatus1) {
   const auto missing = RunProcess({kBinary, "--model", "/nonexistent/model", "--prompt", "x"});
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_THAT(missing.err, HasSubstr("/nonexistent/model"));
-  if (!std::filesystem::exists(kShared / "models" / "stories260K" / "model.bin")) return;
+}
+
+TEST(GenerateCliTest, InvalidRequestsOnARealModelExitWithStatus1) {
+  SKIP_WITHOUT_SHARED();
   const auto too_long = RunProcess({kBinary, "--model", ModelDir(), "--prompt", "x",
                                     "--max-tokens", "5000", "--temperature", "0"});
   EXPECT_EQ(too_long.exit_code, 1);

@@ -215,8 +215,15 @@ TEST_F(SseTest, ShutdownWithAnOpenStreamCancelsItAndReturns) {
 
 TEST_F(SseTest, StreamThatEndsWithinTheGracePeriodCompletes) {
   ASSERT_NO_FATAL_FAILURE(Open());
+  const uint16_t port = server_->port();
   std::thread producer([&] {
-    std::this_thread::sleep_for(milliseconds(100));
+    // The last event goes out only once the shutdown has begun (the server refuses new
+    // connections), so it is the grace period that lets it through.
+    const auto deadline = Clock::now() + milliseconds(5000);
+    while (RawClient::Connect(port) != nullptr && Clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(1));
+    }
+    EXPECT_LT(Clock::now(), deadline) << "the server never began shutting down";
     EXPECT_TRUE(writer_->TryWrite({.data = "last"}).ok());
     writer_->Close();
   });

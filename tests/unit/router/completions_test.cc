@@ -179,7 +179,9 @@ TEST_F(RouterTest, StopSequenceCutsTheTextAndStopsTheWorker) {
   EXPECT_EQ(choice["text"], "one. ");
   EXPECT_EQ(choice["finish_reason"], "stop");
   EXPECT_EQ(json::parse(r.body)["usage"]["completion_tokens"], 8) << "up to the end of the match";
-  EXPECT_TRUE(w->WaitForCall("Generate", milliseconds(1000)));
+  // The worker had " two" left to send: the router cancelled its Generate instead of reading on.
+  EXPECT_TRUE(w->WaitForCancelledGenerate(json::parse(r.body)["id"], milliseconds(5000)))
+      << "the worker was not stopped";
 
   // Streaming holds back "EN" until it knows whether "END" follows, and never shows it.
   RawResponse head;
@@ -193,6 +195,8 @@ TEST_F(RouterTest, StopSequenceCutsTheTextAndStopsTheWorker) {
   }
   EXPECT_EQ(text, "one. ");
   EXPECT_EQ(finish, "stop");
+  EXPECT_TRUE(w->WaitForCancelledGenerate(w->last_generate().request_id(), milliseconds(5000)))
+      << "the streaming request's worker was not stopped";
   ExpectNothingInFlight();
 }
 

@@ -1,7 +1,13 @@
 // The router's prefill hold queue (tandem policy): beyond --prefill-hold-depth prefills out per
 // prefill worker, requests wait in the router and the shortest predicted goes next; a held request
 // gives up on cancellation or its deadline; a worker leaving routing releases what it held.
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <thread>
@@ -17,6 +23,25 @@ namespace {
 using std::chrono::milliseconds;
 using SystemClock = std::chrono::system_clock;
 using testing::UnconnectedWorker;
+
+pid_t CurrentThreadId() { return static_cast<pid_t>(::syscall(SYS_gettid)); }
+
+// Waits (bounded) until thread `tid` of this process is blocked ('S' in /proc): a waiter is then
+// inside its wait, so what the caller does next wakes it rather than racing its start.
+bool WaitUntilAsleep(pid_t tid) {
+  const std::string path = "/proc/self/task/" + std::to_string(tid) + "/stat";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream in(path);
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto paren = stat.rfind(')');  // the state follows the command name
+    if (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'S') {
+      return true;
+    }
+    std::this_thread::yield();
+  }
+  return false;
+}
 
 // Distinct prompts (no shared prefix) of n tokens.
 std::vector<std::int32_t> Prompt(int n, int seed) { return std::vector<std::int32_t>(n, seed); }
@@ -71,12 +96,16 @@ TEST_F(PrefillHoldTest, HoldsBeyondTheDepthAndReleasesTheShortestFirst) {
   EXPECT_TRUE(router_->PrefillHeld(long_one.prefill_ticket));
   EXPECT_TRUE(Await(short_one, &canceller_).ok());
 
-  // A waiter wakes when its turn comes.
+  // A waiter wakes when its turn comes: the turn comes only once it is asleep in the wait.
+  std::atomic<bool> finished{false};
+  const pid_t waiter = CurrentThreadId();
   std::thread finisher([&] {
-    std::this_thread::sleep_for(milliseconds(50));
+    EXPECT_TRUE(WaitUntilAsleep(waiter));
+    finished = true;
     router_->PrefillFinished(short_one.prefill_ticket, &answer);
   });
   EXPECT_TRUE(Await(long_one, &canceller_, milliseconds(10000)).ok());
+  EXPECT_TRUE(finished.load()) << "returned before its turn came";
   finisher.join();
 }
 
@@ -89,8 +118,9 @@ TEST_F(PrefillHoldTest, AHeldPrefillGivesUpOnCancellationOrDeadlineAndFreesNoPla
   ASSERT_TRUE(cancelled.held && timed_out.held && last.held);
 
   CallCanceller gone;
+  const pid_t waiter = CurrentThreadId();
   std::thread client([&] {
-    std::this_thread::sleep_for(milliseconds(50));
+    EXPECT_TRUE(WaitUntilAsleep(waiter));  // the client leaves while the request waits
     gone.Cancel(absl::CancelledError("client disconnected"));
   });
   const absl::Status why = Await(cancelled, &gone, milliseconds(10000));
