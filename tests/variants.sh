@@ -2,7 +2,7 @@
 # The unit tests whose results depend on how the code is compiled, in builds other than the
 # default -march=native one: the portable ("generic") and AVX2 SIMD paths of the CPU kernels, and
 # AddressSanitizer + UBSan and ThreadSanitizer. Each variant has its own build directory under
-# $VARIANTS_DIR and builds only the test executables it runs (ccache shares what it can).
+# $VARIANTS_DIR (generic and avx2 share one) and builds only the test executables it runs.
 # docs/performance.md cites this script; tests/run.sh runs it.
 #
 # Usage: tests/variants.sh [variant...]     (default: all of them, in this order)
@@ -26,23 +26,22 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}"
 
-# Objects that do not depend on the variant's flags are shared between variant directories
-# through ccache: paths are hashed relative to the tree and debug info is not per directory.
-export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1
-
-# variant NAME TARGETS -- CMAKE_ARGS... -- CTEST_ARGS...
+# variant NAME DIR TARGETS -- CMAKE_ARGS... -- CTEST_ARGS...: 0 when the build and every test
+# passed. A failing variant does not stop the others.
 variant() {
-  local name="$1" targets="$2" build="$dir/$1" start=$SECONDS
-  shift 3
+  local name="$1" build="$dir/$2" targets="$3" start=$SECONDS rc=0
+  shift 4
   local cmake_args=()
   while [[ "$1" != -- ]]; do cmake_args+=("$1"); shift; done
   shift
   echo "== variant $name: ${cmake_args[*]}"
-  cmake -S . -B "$build" -G Ninja "${cmake_args[@]}" >/dev/null
+  cmake -S . -B "$build" -G Ninja "${cmake_args[@]}" >/dev/null || rc=1
   # shellcheck disable=SC2086
-  cmake --build "$build" -j "$jobs" --target $targets
-  ctest --test-dir "$build" --output-on-failure -j "$jobs" --timeout 600 "$@"
-  echo "== variant $name: $((SECONDS - start)) s"
+  [[ $rc -ne 0 ]] || cmake --build "$build" -j "$jobs" --target $targets || rc=1
+  [[ $rc -ne 0 ]] || ctest --test-dir "$build" --output-on-failure -j "$jobs" --timeout 600 "$@" ||
+    rc=1
+  echo "== variant $name: $((SECONDS - start)) s, $([[ $rc -eq 0 ]] && echo passed || echo FAILED)"
+  return $rc
 }
 
 # Release (no debug info) for the SIMD paths; the sanitizer builds keep line tables for their
@@ -52,26 +51,34 @@ sanitized=(-DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -g1 -DNDEBU
 sanitize="-fno-omit-frame-pointer -fno-sanitize-recover=all -fsanitize"
 selected=("$@")
 [[ ${#selected[@]} -gt 0 ]] || selected=(generic avx2 asan tsan)
+failed=()
+start=$SECONDS
 for v in "${selected[@]}"; do
   case "$v" in
     generic)
-      variant generic "tandem_kernels_tests tandem_engine_tests" -- "${portable[@]}" \
-        -DTANDEM_KERNELS_FLAGS= -- -L '^(kernels|engine)$'
+      variant generic portable "tandem_kernels_tests tandem_engine_tests" -- "${portable[@]}" \
+        -DTANDEM_KERNELS_FLAGS= -- -L '^(kernels|engine)$' || failed+=("$v")
       ;;
     avx2)
-      # Only the kernels and their tests are compiled for AVX2; the engine tests link them.
-      variant avx2 "tandem_kernels_tests tandem_engine_tests" -- "${portable[@]}" \
-        -DTANDEM_KERNELS_FLAGS=-march=haswell -- -L '^(kernels|engine)$'
+      # The generic build with only the kernels and their tests recompiled for AVX2: the
+      # engine tests link them, nothing else depends on the SIMD path.
+      variant avx2 portable "tandem_kernels_tests tandem_engine_tests" -- "${portable[@]}" \
+        -DTANDEM_KERNELS_FLAGS=-march=haswell -- -L '^(kernels|engine)$' || failed+=("$v")
       ;;
     asan)
-      variant asan "tandem_kernels_tests tandem_engine_tests tandem_router_tests" -- \
+      variant asan asan "tandem_kernels_tests tandem_engine_tests tandem_router_tests" -- \
         "${sanitized[@]}" "-DCMAKE_CXX_FLAGS=$sanitize=address,undefined" \
-        -- -L '^(kernels|engine|router)$'
+        -- -L '^(kernels|engine|router)$' || failed+=("$v")
       ;;
     tsan)
-      variant tsan tandem_kernels_tests -- \
-        "${sanitized[@]}" "-DCMAKE_CXX_FLAGS=$sanitize=thread" -- -L '^kernels$'
+      variant tsan tsan tandem_kernels_tests -- \
+        "${sanitized[@]}" "-DCMAKE_CXX_FLAGS=$sanitize=thread" -- -L '^kernels$' || failed+=("$v")
       ;;
     *) echo "unknown variant '$v' (generic, avx2, asan, tsan)" >&2; exit 2 ;;
   esac
 done
+echo "== variants: $((SECONDS - start)) s"
+if [[ ${#failed[@]} -gt 0 ]]; then
+  echo "== variants FAILED: ${failed[*]}" >&2
+  exit 1
+fi

@@ -1,6 +1,7 @@
 """Malformed requests to the router's protocol endpoints: each gets its protocol's own error
 envelope and status, leaves nothing running, and the router keeps serving."""
 import json
+import time
 import urllib.error
 import urllib.request
 
@@ -61,15 +62,59 @@ def post(url, path, body, raw=None):
         return e.code, e.read()
 
 
+# Gauges of work in the router: after a rejection every one of them is back at 0.
+RUNNING = ("tandem_router_active_requests", "tandem_router_active_streams",
+           "tandem_router_queue_depth", "tandem_router_prefills_held")
+
+
+def metrics(url):
+    """{series (name plus labels): value} from the router's /metrics."""
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            series, _, value = line.rpartition(" ")
+            out[series] = float(value)
+    return out
+
+
+def rejected_total(m, status):
+    return sum(v for k, v in m.items()
+               if k.startswith("tandem_router_requests_total{") and f'status="{status}"' in k)
+
+
+def reject(url, path, body, status=400, raw=None, counted=True):
+    """Posts a request the router must refuse with `status`; checks that nothing was admitted
+    (the gauges return to 0, waiting out streams of earlier tests) and, when `counted`, that the
+    refusal is in tandem_router_requests_total."""
+    before = rejected_total(metrics(url), status)
+    got, payload = post(url, path, body, raw)
+    assert got == status, (got, payload)
+    deadline = time.monotonic() + 5
+    while True:
+        m = metrics(url)
+        missing = [g for g in RUNNING[:3] if g not in m]
+        assert not missing, f"router exports no {missing}"
+        running = {g: m[g] for g in RUNNING if m.get(g, 0) != 0}
+        if not running:
+            break
+        assert time.monotonic() < deadline, f"still running after a rejected request: {running}"
+        time.sleep(0.02)
+    if counted:
+        assert rejected_total(m, status) == before + 1
+    return got, payload
+
+
 def check_openai(status, body):
-    assert 400 <= status < 500, body
+    assert status == 400, body
     err = json.loads(body)["error"]
     assert isinstance(err["message"], str) and err["message"]
     assert isinstance(err["type"], str) and "param" in err and "code" in err
 
 
 def check_anthropic(status, body):
-    assert 400 <= status < 500, body
+    assert status == 400, body
     doc = json.loads(body)
     assert doc["type"] == "error"
     assert isinstance(doc["error"]["type"], str) and doc["error"]["message"]
@@ -77,17 +122,17 @@ def check_anthropic(status, body):
 
 @pytest.mark.parametrize("name,body", CHAT, ids=[c[0] for c in CHAT])
 def test_chat_rejections(deepseek_cluster, name, body):
-    check_openai(*post(deepseek_cluster.url, "/v1/chat/completions", body))
+    check_openai(*reject(deepseek_cluster.url, "/v1/chat/completions", body))
 
 
 @pytest.mark.parametrize("name,body", RESPONSES, ids=[c[0] for c in RESPONSES])
 def test_responses_rejections(deepseek_cluster, name, body):
-    check_openai(*post(deepseek_cluster.url, "/v1/responses", body))
+    check_openai(*reject(deepseek_cluster.url, "/v1/responses", body))
 
 
 @pytest.mark.parametrize("name,body", MESSAGES, ids=[c[0] for c in MESSAGES])
 def test_messages_rejections(deepseek_cluster, name, body):
-    check_anthropic(*post(deepseek_cluster.url, "/v1/messages", body))
+    check_anthropic(*reject(deepseek_cluster.url, "/v1/messages", body))
 
 
 @pytest.mark.parametrize("path,check", [("/v1/chat/completions", check_openai),
@@ -95,14 +140,14 @@ def test_messages_rejections(deepseek_cluster, name, body):
                                         ("/v1/messages", check_anthropic),
                                         ("/v1/messages/count_tokens", check_anthropic)])
 def test_malformed_json_and_non_objects(deepseek_cluster, path, check):
-    check(*post(deepseek_cluster.url, path, None, raw=b'{"model": '))
-    check(*post(deepseek_cluster.url, path, None, raw=b"[1, 2]"))
+    check(*reject(deepseek_cluster.url, path, None, raw=b'{"model": '))
+    check(*reject(deepseek_cluster.url, path, None, raw=b"[1, 2]"))
 
 
 def test_oversize_body_is_refused(deepseek_cluster):
     big = {"model": M, "messages": [{"role": "user", "content": "x" * (9 << 20)}]}
-    status, _ = post(deepseek_cluster.url, "/v1/chat/completions", big)
-    assert status == 413
+    # The HTTP layer refuses it before any endpoint runs: nothing to count it under.
+    reject(deepseek_cluster.url, "/v1/chat/completions", big, status=413, counted=False)
 
 
 def test_router_still_serves_after_bad_input(deepseek_cluster):

