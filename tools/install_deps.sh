@@ -5,7 +5,8 @@ packages=(cmake ninja-build ccache g++ pkg-config libabsl-dev libgtest-dev libgm
   libbenchmark-dev nlohmann-json3-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libucx-dev ucx-utils python3 python3-venv
-  libboost-dev librocksdb-dev)
+  libboost-dev librocksdb-dev
+  clang libclang-rt-14-dev)  # tests/fuzz: clang's libFuzzer and sanitizer runtimes
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
