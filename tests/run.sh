@@ -25,6 +25,13 @@ if [[ "${TANDEM_VARIANTS:-1}" != 0 ]]; then
   TANDEM_JOBS="$jobs" VARIANTS_DIR="${build_dir}-variants" "$root/tests/variants.sh"
 fi
 
+# Every parser of outside input under libFuzzer (ASan + UBSan), briefly: each target for
+# TANDEM_FUZZ_SECONDS (docs/testing.md). TANDEM_FUZZ=0 skips them.
+if [[ "${TANDEM_FUZZ:-1}" != 0 ]]; then
+  TANDEM_JOBS="$jobs" FUZZ_BUILD_DIR="${build_dir}-fuzz" "$root/tests/fuzz/run.sh" \
+    "${TANDEM_FUZZ_SECONDS:-10}"
+fi
+
 # Python side: only what tests/conformance needs (no torch: the reference fixtures are committed).
 venv="$root/.venv"
 if [[ ! -x "$venv/bin/python" ]]; then
