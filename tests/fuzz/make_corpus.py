@@ -298,8 +298,10 @@ def trace_seeds(out):
         {"timestamp": -1, "input_length": 4, "output_length": 0, "hash_ids": [3]},
     ]
     text = "\n".join(compact(line) for line in lines) + "\n\n"
-    for mode in range(4):
-        write(out, "sim_trace", f"mixed-{mode}", bytes([mode]) + text.encode())
+    # tandem-bench's reader (bench_trace) takes the same input as tandem-sim's.
+    for target in ("sim_trace", "bench_trace"):
+        for mode in range(4):
+            write(out, target, f"mixed-{mode}", bytes([mode]) + text.encode())
     rng = random.Random(3)
     rows = []
     for i in range(30):
@@ -307,7 +309,8 @@ def trace_seeds(out):
         blocks = (n + 511) // 512
         rows.append(compact({"timestamp": i * 37, "input_length": n, "output_length": rng.randint(0, 300),
                              "hash_ids": [rng.randint(0, 5) + j * 10 for j in range(blocks)]}))
-    write(out, "sim_trace", "mooncake-512", b"\3" + "\n".join(rows).encode())
+    for target in ("sim_trace", "bench_trace"):
+        write(out, target, "mooncake-512", b"\3" + "\n".join(rows).encode())
 
 
 PROTO_TYPES = ["RegisterWorkerRequest", "HeartbeatRequest", "KvEventBatch", "ReserveKvRequest",

@@ -36,6 +36,23 @@ def test_malformed_trace_lines_are_reported_with_line_numbers_and_skipped(tmp_pa
     assert "missing 'hash_ids'" in messages[3]
 
 
+def test_lines_python_cannot_hold_are_skipped_not_fatal(tmp_path):
+    # Found by tests/fuzz/bench_trace_fuzz.py: each of these used to raise out of read_trace.
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("\n".join([
+        '{"timestamp": 1' + "0" * 400 + ', "input_length": 1, "output_length": 1, "hash_ids": [1]}',
+        '{"timestamp": 0, "input_length": 1' + "0" * 5000 + ', "output_length": 1, "hash_ids": [1]}',
+        "[" * 100000,
+        '{"timestamp": 0, "input_length": 1, "output_length": 99999999999, "hash_ids": [1]}',
+        '{"timestamp": 4, "input_length": 10, "output_length": 5, "hash_ids": [7]}',
+    ]) + "\n")
+    log = io.StringIO()
+    rows = workload.read_trace(trace, 512, log=log)
+    assert [r["timestamp"] for r in rows] == [4]
+    assert [m.split(":")[1] for m in log.getvalue().splitlines()] == ["1", "2", "3", "4"]
+    assert len(workload.trace_requests(rows, 512, 16, 1.0, 1.0, 100)) == 1
+
+
 def test_equal_hash_ids_give_equal_text_and_lengths_follow_the_trace():
     vocab = workload.plain_vocabulary()
     rows = [{"timestamp": 0, "input_length": 1024, "output_length": 9, "hash_ids": [5, 6]},

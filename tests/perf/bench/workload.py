@@ -34,6 +34,9 @@ def read_trace(path: Path, trace_block_size: int, log=sys.stderr) -> list[dict]:
                 row = json.loads(line)
             except json.JSONDecodeError as e:
                 why = f"not valid JSON ({e.msg})"
+            except (ValueError, RecursionError) as e:
+                # An integer past Python's digit limit, or nesting past the recursion limit.
+                why = f"not usable JSON ({type(e).__name__})"
             else:
                 why = _check_row(row, trace_block_size)
             if why is not None:
@@ -43,8 +46,22 @@ def read_trace(path: Path, trace_block_size: int, log=sys.stderr) -> list[dict]:
     return rows
 
 
+# Beyond any model's context (tandem-sim's bound too): one such line would stall a replay for hours.
+MAX_TRACE_TOKENS = 1 << 24
+
+
 def _is_count(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _is_time(v) -> bool:
+    """A non-negative number that is a finite float (a huge JSON integer is not)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(v)) and v >= 0
+    except OverflowError:
+        return False
 
 
 def _check_row(row, block_size: int) -> str | None:
@@ -53,13 +70,14 @@ def _check_row(row, block_size: int) -> str | None:
     for field in ("timestamp", "input_length", "output_length", "hash_ids"):
         if field not in row:
             return f"missing '{field}'"
-    ts = row["timestamp"]
-    if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts) or ts < 0:
+    if not _is_time(row["timestamp"]):
         return "'timestamp' must be a non-negative number (ms)"
     if not _is_count(row["input_length"]) or row["input_length"] == 0:
         return "'input_length' must be a positive integer"
     if not _is_count(row["output_length"]):
         return "'output_length' must be a non-negative integer"
+    if row["input_length"] > MAX_TRACE_TOKENS or row["output_length"] > MAX_TRACE_TOKENS:
+        return f"'input_length' and 'output_length' must be at most {MAX_TRACE_TOKENS}"
     ids = row["hash_ids"]
     if not isinstance(ids, list) or not all(_is_count(i) for i in ids):
         return "'hash_ids' must be an array of non-negative integers"
