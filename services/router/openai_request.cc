@@ -56,7 +56,9 @@ class FieldReader {
     if (v == nullptr) return std::nullopt;
     if (!v->is_number()) return TypeError(name, "a number");
     const double x = v->get<double>();
-    const bool in_range = std::isfinite(x) && (lo_open ? x > lo : x >= lo) && x <= hi;
+    // The range holds for the float the engine gets too: 1e-50 is in (0, 1] but rounds to 0.
+    auto within = [&](double y) { return (lo_open ? y > lo : y >= lo) && y <= hi; };
+    const bool in_range = std::isfinite(x) && within(x) && within(static_cast<float>(x));
     if (!in_range) {
       return ApiError::Invalid(absl::StrCat("'", name, "' must be in ", lo_open ? "(" : "[", lo,
                                             ", ", hi, "], got ", x),
