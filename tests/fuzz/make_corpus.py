@@ -100,6 +100,9 @@ def completions_seeds(out):
         {"prompt": ["one prompt"], "presence_penalty": -2, "frequency_penalty": 2,
          "repetition_penalty": 1.1, "n": 1, "echo": False, "user": "u"},
         {"prompt": "x", "stop": "s", "logprobs": None, "max_tokens": 2147483647},
+        # Findings (docs/testing.md): in range as doubles, out of range as the engine's floats.
+        {"prompt": "x", "top_p": 1e-50},
+        {"prompt": "x", "repetition_penalty": 1e-300},
     ]
     for i, body in enumerate(bodies):
         write(out, "router_completions", f"{i:02d}", compact(body))
@@ -311,6 +314,12 @@ def trace_seeds(out):
                              "hash_ids": [rng.randint(0, 5) + j * 10 for j in range(blocks)]}))
     for target in ("sim_trace", "bench_trace"):
         write(out, target, "mooncake-512", b"\3" + "\n".join(rows).encode())
+    # Findings (docs/testing.md): lines tandem-bench's Python reader used to raise on.
+    findings = ['{"timestamp": 1' + "0" * 400 + ', "input_length": 1, "output_length": 1, '
+                '"hash_ids": [1]}', '{"timestamp": 0, "input_length": 1' + "0" * 5000 +
+                ', "output_length": 1, "hash_ids": [1]}', "[" * 3000]
+    for i, line in enumerate(findings):
+        write(out, "bench_trace", f"finding-{i}", b"\3" + line.encode())
 
 
 PROTO_TYPES = ["RegisterWorkerRequest", "HeartbeatRequest", "KvEventBatch", "ReserveKvRequest",
