@@ -17,7 +17,8 @@ scratch="${MUTATE_DIR:-/tmp/tandem-mutate}"
 tree="${MUTATE_TREE:-HEAD}"
 jobs="${TANDEM_JOBS:-$(nproc)}"
 
-# name | file | replacements (old => new, separated by ' ;; ') | test binaries
+# name | file | replacements (old => new, separated by ' ;; ') | tests: test binaries, each
+# optionally with =GTEST_FILTER (the suites that guard the line).
 # Each `old` must occur exactly once in its file.
 MUTATIONS=(
   "gate-no-fence|common/transport/src/gate.cc|IssuePuts(ops, write.data);=>IssuePuts(ops, write.data); return;|tandem_transport_tests tandem_worker_tests"
@@ -28,8 +29,8 @@ MUTATIONS=(
   "receiver-last-flag-only|services/worker/kv_receiver.cc|for (std::int32_t b : h.blocks) {=>for (std::int32_t b : {h.blocks.back()}) {|tandem_worker_tests"
   "receiver-no-flag-reset|services/worker/kv_receiver.cc|for (std::int32_t b : blocks) std::atomic_ref<std::uint64_t>(flags_[b]).store(0);=>(void)blocks;|tandem_worker_tests"
   "receiver-lease-never-expires|services/worker/kv_receiver.cc|now > it->second.deadline=>false|tandem_worker_tests"
-  "block-acquire-no-ref|common/engine/src/block_manager.cc|if (m.ref_count++ == 0) evictable_.erase(m.lru_pos);=>if (m.ref_count == 0) evictable_.erase(m.lru_pos);|tandem_engine_tests"
-  "block-release-ignores-refs|common/engine/src/block_manager.cc|if (--m.ref_count > 0) continue;=>--m.ref_count;|tandem_engine_tests"
+  "block-acquire-no-ref|common/engine/src/block_manager.cc|if (m.ref_count++ == 0) evictable_.erase(m.lru_pos);=>if (m.ref_count == 0) evictable_.erase(m.lru_pos);|tandem_engine_tests=BlockManagerTest.*:EngineTest.*"
+  "block-release-ignores-refs|common/engine/src/block_manager.cc|if (--m.ref_count > 0) continue;=>--m.ref_count;|tandem_engine_tests=BlockManagerTest.*:EngineTest.*"
   "hash-ignores-parent|common/base/src/hash.cc|std::uint64_t h = FnvStart(parent + kParentSeedOffset);=>std::uint64_t h = FnvStart(kParentSeedOffset);|tandem_base_tests"
   "hash-token-shortcut|common/base/src/hash.cc|if ((u >> 16) == 0) return (h ^ (u >> 8)) * kFnvPrime3;=>if ((u >> 16) == 0) return (h ^ (u >> 8)) * kFnvPrime2;|tandem_base_tests"
 )
@@ -49,19 +50,37 @@ done
 src="$scratch/src"
 build="$scratch/build"
 log="$scratch/log"
+rm -rf "$log"
 mkdir -p "$scratch" "$log"
 echo "scratch copy of $tree in $src"
 rm -rf "$src.new"
 mkdir -p "$src.new"
 if [[ "$tree" == worktree ]]; then
-  (cd "$root" && git ls-files -co --exclude-standard -z) |
-    rsync -a --from0 --files-from=- "$root/" "$src.new/"
+  (cd "$root" && git ls-files -co --exclude-standard -z | tar --null -T - -cf -) |
+    tar -x -C "$src.new"
 else
   git -C "$root" archive "$tree" | tar -x -C "$src.new"
 fi
 # Replace the copy only where files differ, so unchanged sources keep their mtimes and the
 # scratch build stays incremental between runs.
-rsync -a --checksum --delete "$src.new/" "$src/"
+python3 - "$src.new" "$src" <<'EOF'
+import filecmp, os, shutil, sys
+new, old = sys.argv[1], sys.argv[2]
+keep = set()
+for d, _, files in os.walk(new):
+    for f in files:
+        rel = os.path.relpath(os.path.join(d, f), new)
+        keep.add(rel)
+        dst = os.path.join(old, rel)
+        if not os.path.exists(dst) or not filecmp.cmp(os.path.join(d, f), dst, shallow=False):
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            shutil.copyfile(os.path.join(d, f), dst)
+            shutil.copymode(os.path.join(d, f), dst)
+for d, _, files in os.walk(old):
+    for f in files:
+        if os.path.relpath(os.path.join(d, f), old) not in keep:
+            os.remove(os.path.join(d, f))
+EOF
 rm -rf "$src.new"
 
 # Files that fail to build from the copy would make every mutation look killed.
@@ -70,25 +89,27 @@ cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$log/configure
 
 all_tests=$(for m in "${selected[@]}"; do IFS='|' read -r _ _ _ tests <<<"$m"; echo "$tests"; done |
   tr ' ' '\n' | sort -u | tr '\n' ' ')
+targets=$(echo "$all_tests" | tr ' ' '\n' | sed 's/=.*//' | sort -u | tr '\n' ' ')
 
 # run_tests LABEL BINARIES: 0 when every binary passes.
 run_tests() {
-  local label="$1" rc=0
-  shift
-  # shellcheck disable=SC2068
-  for t in $@; do
-    timeout 600 "$build/tests/$t" >"$log/$label.$t.log" 2>&1 || rc=1
+  local label="$1" rc=0 list t
+  read -ra list <<<"$2"  # no globbing of the filters
+  for t in "${list[@]}"; do
+    local binary="${t%%=*}" filter="*"
+    [[ "$t" == *=* ]] && filter="${t#*=}"
+    timeout 600 "$build/tests/$binary" --gtest_filter="$filter" >>"$log/$label.$binary.log" 2>&1 ||
+      rc=1
   done
   return $rc
 }
 
-echo "baseline: building $all_tests"
+echo "baseline: building $targets"
 start=$SECONDS
 # shellcheck disable=SC2086
-cmake --build "$build" -j "$jobs" --target $all_tests >"$log/baseline.build.log" 2>&1 ||
+cmake --build "$build" -j "$jobs" --target $targets >"$log/baseline.build.log" 2>&1 ||
   { echo "baseline build failed: $log/baseline.build.log" >&2; exit 2; }
-# shellcheck disable=SC2086
-run_tests baseline $all_tests ||
+run_tests baseline "$all_tests" ||
   { echo "baseline tests fail (see $log/baseline.*.log): fix them first" >&2; exit 2; }
 echo "baseline: built and passed in $((SECONDS - start)) s"
 
@@ -114,7 +135,8 @@ EOF
   fi
   outcome=KILLED
   # shellcheck disable=SC2086
-  if ! cmake --build "$build" -j "$jobs" --target $tests >"$log/$name.build.log" 2>&1; then
+  if ! cmake --build "$build" -j "$jobs" --target $(echo "$tests" | tr ' ' '\n' | sed 's/=.*//') \
+    >"$log/$name.build.log" 2>&1; then
     outcome="ERROR (does not compile: $log/$name.build.log)"
   elif run_tests "$name" "$tests"; then
     outcome=SURVIVED
@@ -127,7 +149,7 @@ EOF
 done
 # Leave the scratch build matching the unmutated tree.
 # shellcheck disable=SC2086
-cmake --build "$build" -j "$jobs" --target $all_tests >"$log/restore.build.log" 2>&1 || true
+cmake --build "$build" -j "$jobs" --target $targets >"$log/restore.build.log" 2>&1 || true
 
 if [[ ${#survived[@]} -gt 0 ]]; then
   echo "SURVIVED: ${survived[*]} (no test failed with these bugs in place)"
