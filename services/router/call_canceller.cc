@@ -10,6 +10,20 @@ void CallCanceller::Cancel(absl::Status reason) {
   reason_ = reason.ok() ? absl::CancelledError("cancelled") : std::move(reason);
   // TryCancel only flags the call; it never blocks, so holding the lock is fine.
   for (grpc::ClientContext* call : calls_) call->TryCancel();
+  for (CallCanceller* follower : followers_) follower->Cancel(reason_);
+}
+
+CallCanceller::Follow::Follow(CallCanceller* leader, CallCanceller* follower)
+    : leader_(leader), follower_(follower) {
+  absl::MutexLock lock(&leader_->mu_);
+  if (!leader_->reason_.ok()) follower_->Cancel(leader_->reason_);
+  leader_->followers_.push_back(follower_);
+}
+
+CallCanceller::Follow::~Follow() {
+  absl::MutexLock lock(&leader_->mu_);
+  auto& followers = leader_->followers_;
+  followers.erase(std::remove(followers.begin(), followers.end(), follower_), followers.end());
 }
 
 bool CallCanceller::cancelled() const {

@@ -19,6 +19,21 @@ class CallCanceller {
   // OK while not cancelled.
   absl::Status reason() const;
 
+  // Cancels `follower` with this canceller's reason whenever this one is cancelled (at once if it
+  // already is), for the life of the link: one attempt of a generation follows the request (the
+  // client leaving cancels the attempt), while a worker failing cancels only the attempt.
+  class Follow {
+   public:
+    Follow(CallCanceller* leader, CallCanceller* follower);
+    ~Follow();
+    Follow(const Follow&) = delete;
+    Follow& operator=(const Follow&) = delete;
+
+   private:
+    CallCanceller* leader_;
+    CallCanceller* follower_;
+  };
+
   // Keeps `context` attached for the life of one call.
   class Scope {
    public:
@@ -36,6 +51,7 @@ class CallCanceller {
   mutable absl::Mutex mu_;
   absl::Status reason_ ABSL_GUARDED_BY(mu_);
   std::vector<grpc::ClientContext*> calls_ ABSL_GUARDED_BY(mu_);
+  std::vector<CallCanceller*> followers_ ABSL_GUARDED_BY(mu_);  // locked after this one's
 };
 
 }  // namespace tandem::router

@@ -74,6 +74,7 @@ absl::StatusOr<GenerationOutcome> Dispatcher::RunCombined(const GenerationReques
   call.set_first_token_id(-1);
   call.set_deadline_unix_ms(UnixMs(request.deadline));
   call.set_traffic_class(request.traffic_class);
+  call.set_resumed_tokens(request.resumed_tokens);
   state->cached_from_stream = true;
   return StreamGenerate(worker, call, request, canceller, state);
 }
@@ -116,6 +117,7 @@ absl::StatusOr<GenerationOutcome> Dispatcher::RunDisaggregated(const GenerationR
     *call.mutable_kv_target() = reservation.target();
     call.set_deadline_unix_ms(UnixMs(request.deadline));
     call.set_traffic_class(request.traffic_class);
+    call.set_resumed_tokens(request.resumed_tokens);
     grpc::Status st = prefill.stub().Prefill(&ctx, call, &prefilled);
     if (!st.ok()) {
       // Decode would reclaim the reservation when its lease ends; free it now instead.
@@ -143,6 +145,7 @@ absl::StatusOr<GenerationOutcome> Dispatcher::RunDisaggregated(const GenerationR
   call.set_first_token_id(first);
   call.set_deadline_unix_ms(UnixMs(request.deadline));
   call.set_traffic_class(request.traffic_class);
+  call.set_resumed_tokens(request.resumed_tokens);
   absl::StatusOr<GenerationOutcome> outcome =
       StreamGenerate(decode, call, request, canceller, state);
   if (!outcome.ok()) return outcome;

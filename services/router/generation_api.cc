@@ -138,7 +138,8 @@ http::HandlerResult GenerationApi::Handle(const http::Request& http_request) {
   setup.run = RunDeps{.selector = deps_.selector,
                       .dispatcher = deps_.dispatcher,
                       .metrics = deps_.metrics,
-                      .model = options_.served_model};
+                      .model = options_.served_model,
+                      .max_migrations = options_.max_migrations};
   setup.metrics = deps_.metrics;
   setup.endpoint = path;
   return Launch(std::make_shared<GenerationJob>(std::move(setup)), request.stream);

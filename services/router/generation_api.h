@@ -34,6 +34,7 @@ class GenerationApi {
   struct Options {
     std::string served_model;
     std::chrono::milliseconds request_timeout{600000};
+    int max_migrations = 3;  // RunDeps::max_migrations
   };
   struct Deps {
     TokenizerSetup tokenizer;

@@ -203,7 +203,8 @@ http::HandlerResult ProtocolApi::Handle(recipe::Protocol protocol, const http::R
   setup.run = RunDeps{.selector = deps_.selector,
                       .dispatcher = deps_.dispatcher,
                       .metrics = deps_.metrics,
-                      .model = options_.served_model};
+                      .model = options_.served_model,
+                      .max_migrations = options_.max_migrations};
   setup.metrics = deps_.metrics;
   setup.endpoint = path;
 

@@ -34,6 +34,7 @@ class ProtocolApi {
     std::string served_model;
     ChatFormat format = ChatFormat::kPlain;
     std::chrono::milliseconds request_timeout{600000};
+    int max_migrations = 3;  // RunDeps::max_migrations
   };
   struct Deps {
     TokenizerSetup tokenizer;

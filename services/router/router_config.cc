@@ -41,6 +41,10 @@ void BindRouterFlags(config::FlagSet* f, RouterConfig* c) {
          "a request whose predicted queue wait exceeds this gets 429 with Retry-After; a queued "
          "one the workers keep refusing gives up after waiting this long",
          "TANDEM_ROUTER_MAX_QUEUE_WAIT_MS");
+  f->Int("max-migrations", &c->max_migrations,
+         "times one generation is resumed on other workers after the one serving it is lost "
+         "(died, lease ran out, shut down); beyond, the stream ends with an error event",
+         "TANDEM_ROUTER_MAX_MIGRATIONS");
   f->Int("worker-lease-ms", &c->worker_lease_ms, "a worker without a heartbeat for this long is down",
          "TANDEM_ROUTER_WORKER_LEASE_MS");
   f->Int("kv-block-size", &c->kv_block_size, "tokens per KV block every worker must use",

@@ -55,6 +55,20 @@ absl::StatusOr<RouterMetrics> RouterMetrics::Create(metrics::Registry* r) {
       Unlabelled(r->AddCounter("tandem_router_worker_capacity_refusals_total",
                                "Worker refusals for capacity before the first token; the request "
                                "went back to the head of the queue.")));
+  TANDEM_ASSIGN_OR_RETURN(
+      m.migrations,
+      Unlabelled(r->AddCounter("tandem_router_migrations_total",
+                               "Generations resumed on other workers after a worker was lost.")));
+  TANDEM_ASSIGN_OR_RETURN(
+      m.migrated_tokens,
+      Unlabelled(r->AddCounter("tandem_router_migrated_tokens_total",
+                               "Already-delivered tokens migrated generations were resumed after "
+                               "(prefilled again as prompt).")));
+  TANDEM_ASSIGN_OR_RETURN(
+      m.migration_failures,
+      Unlabelled(r->AddCounter("tandem_router_migration_failures_total",
+                               "Generations that failed because workers were lost more than "
+                               "--max-migrations times.")));
   TANDEM_ASSIGN_OR_RETURN(m.active_streams,
                           Unlabelled(r->AddGauge("tandem_router_active_streams",
                                                  "Open server-sent-event responses.")));

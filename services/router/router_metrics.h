@@ -23,6 +23,9 @@ struct RouterMetrics {
   metrics::Gauge* queue_predicted_wait_seconds = nullptr;  // for a request arriving now
   metrics::Family<metrics::Counter>* admission_refusals = nullptr;  // {reason}
   metrics::Counter* worker_capacity_refusals = nullptr;  // retried, not answered
+  metrics::Counter* migrations = nullptr;          // generations resumed on other workers
+  metrics::Counter* migrated_tokens = nullptr;     // tokens they resumed after
+  metrics::Counter* migration_failures = nullptr;  // lost past --max-migrations
   metrics::Gauge* active_streams = nullptr;   // open SSE responses
   metrics::Family<metrics::Gauge>* worker_load = nullptr;  // {worker, role}
   metrics::Family<metrics::Gauge>* worker_up = nullptr;    // {worker, role}

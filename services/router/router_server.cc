@@ -33,9 +33,9 @@ absl::Status RouterServer::Init() {
   if (cfg.kv_block_size < 1) return absl::InvalidArgumentError("--kv-block-size must be >= 1");
   if (cfg.worker_lease_ms < 1) return absl::InvalidArgumentError("--worker-lease-ms must be >= 1");
   if (cfg.max_in_flight < 1) return absl::InvalidArgumentError("--max-in-flight must be >= 1");
-  if (cfg.max_queue_length < 0 || cfg.max_queue_wait_ms < 0) {
+  if (cfg.max_queue_length < 0 || cfg.max_queue_wait_ms < 0 || cfg.max_migrations < 0) {
     return absl::InvalidArgumentError(
-        "--max-queue-length and --max-queue-wait-ms must not be negative");
+        "--max-queue-length, --max-queue-wait-ms and --max-migrations must not be negative");
   }
   if (cfg.request_timeout_ms < 1) {
     return absl::InvalidArgumentError("--request-timeout-ms must be >= 1");
@@ -77,7 +77,8 @@ absl::Status RouterServer::Init() {
       &metrics_);
   generation_ = std::make_unique<GenerationApi>(
       GenerationApi::Options{.served_model = options_.served_model,
-                             .request_timeout = std::chrono::milliseconds(cfg.request_timeout_ms)},
+                             .request_timeout = std::chrono::milliseconds(cfg.request_timeout_ms),
+                             .max_migrations = cfg.max_migrations},
       GenerationApi::Deps{.tokenizer = options_.tokenizer,
                           .selector = selector_.get(),
                           .dispatcher = dispatcher_.get(),
@@ -92,7 +93,8 @@ absl::Status RouterServer::Init() {
       ProtocolApi::Create(
           ProtocolApi::Options{.served_model = options_.served_model,
                                .format = format,
-                               .request_timeout = std::chrono::milliseconds(cfg.request_timeout_ms)},
+                               .request_timeout = std::chrono::milliseconds(cfg.request_timeout_ms),
+                               .max_migrations = cfg.max_migrations},
           ProtocolApi::Deps{.tokenizer = options_.tokenizer,
                             .selector = selector_.get(),
                             .dispatcher = dispatcher_.get(),

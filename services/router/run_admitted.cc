@@ -1,25 +1,45 @@
 #include "run_admitted.h"
 
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
 namespace tandem::router {
 namespace {
 
-// Passes everything through and remembers whether anything reached the client's side.
+// Passes everything through and keeps what reached the client's side: a migrated generation
+// resumes after exactly these tokens.
 class DeliveryWatch final : public TokenSink {
  public:
   explicit DeliveryWatch(TokenSink* inner) : inner_(inner) {}
   bool OnTokens(std::span<const std::int32_t> ids) override {
-    delivered_ = true;
+    delivered_.insert(delivered_.end(), ids.begin(), ids.end());
     return inner_->OnTokens(ids);
   }
   void OnPromptCached(std::uint32_t cached_prompt_tokens) override {
-    inner_->OnPromptCached(cached_prompt_tokens);
+    // A migrated attempt's cache hits are not the request's: the first attempt's count stands.
+    if (!reported_cached_) inner_->OnPromptCached(cached_prompt_tokens);
+    reported_cached_ = true;
   }
-  bool delivered() const { return delivered_; }
+  const std::vector<std::int32_t>& delivered() const { return delivered_; }
 
  private:
   TokenSink* inner_;
-  bool delivered_ = false;
+  std::vector<std::int32_t> delivered_;
+  bool reported_cached_ = false;
 };
+
+// A worker failure the generation can survive elsewhere: the worker went away (its calls failed
+// or its lease ran out) or dropped the generation while shutting down.
+bool WorkerLost(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kUnavailable ||
+         status.code() == absl::StatusCode::kAborted;
+}
+
+void Count(metrics::Counter* counter, double by = 1) {
+  if (counter != nullptr) counter->Increment(by);
+}
 
 }  // namespace
 
@@ -27,20 +47,68 @@ absl::StatusOr<GenerationOutcome> RunAdmitted(const RunDeps& deps, AdmissionTick
                                               const GenerationRequest& request,
                                               CallCanceller* canceller, TokenSink* sink) {
   if (absl::Status turn = ticket->AwaitTurn(request.deadline); !turn.ok()) return turn;
+  const RouterMetrics* m = deps.metrics;
   DeliveryWatch watch(sink);
+  GenerationRequest attempt = request;
+  int migrations = 0;
   for (;;) {
+    const std::size_t delivered_before = watch.delivered().size();
     absl::StatusOr<GenerationOutcome> outcome;
     {
-      absl::StatusOr<WorkerPlan> plan = deps.selector->Select(deps.model, request.prompt_ids);
+      // A worker that fails cancels this attempt only; the client leaving cancels both.
+      CallCanceller attempt_canceller;
+      CallCanceller::Follow follow(canceller, &attempt_canceller);
+      absl::StatusOr<WorkerPlan> plan = deps.selector->Select(deps.model, attempt.prompt_ids);
       if (!plan.ok()) return plan.status();
-      outcome = deps.dispatcher->Run(request, *plan, canceller, &watch);
+      outcome = deps.dispatcher->Run(attempt, *plan, &attempt_canceller, &watch);
     }  // the plan's leases end here
-    const bool capacity_refusal = !outcome.ok() &&
-                                  outcome.status().code() == absl::StatusCode::kResourceExhausted &&
-                                  !watch.delivered() && !canceller->cancelled();
-    if (!capacity_refusal) return outcome;
-    if (deps.metrics != nullptr) deps.metrics->worker_capacity_refusals->Increment();
-    if (absl::Status again = ticket->Requeue(request.deadline); !again.ok()) return again;
+    if (canceller->cancelled()) return canceller->reason();
+    const std::size_t resumed = watch.delivered().size();
+    if (outcome.ok()) {
+      if (attempt.resumed_tokens > 0) {
+        // The workers saw the delivered tokens as prompt; the client's usage counts them as output.
+        outcome->usage.set_prompt_tokens(static_cast<std::uint32_t>(request.prompt_ids.size()));
+        outcome->usage.set_completion_tokens(outcome->usage.completion_tokens() +
+                                             attempt.resumed_tokens);
+        outcome->usage.set_cached_prompt_tokens(
+            std::min<std::uint32_t>(outcome->usage.cached_prompt_tokens(),
+                                    static_cast<std::uint32_t>(request.prompt_ids.size())));
+      }
+      return outcome;
+    }
+    const bool delivered_now = watch.delivered().size() > delivered_before;
+    if (outcome.status().code() == absl::StatusCode::kResourceExhausted && !delivered_now) {
+      // Refused for capacity before this attempt produced anything: wait for a place, same plan.
+      Count(m != nullptr ? m->worker_capacity_refusals : nullptr);
+      if (absl::Status again = ticket->Requeue(request.deadline); !again.ok()) return again;
+      continue;
+    }
+    if (!WorkerLost(outcome.status())) return outcome;
+    if (migrations >= deps.max_migrations) {
+      Count(m != nullptr ? m->migration_failures : nullptr);
+      return absl::UnavailableError(absl::StrCat(
+          "the generation was lost ", migrations + 1, " times (--max-migrations ",
+          deps.max_migrations, "); last: ", outcome.status().message()));
+    }
+    const std::uint32_t max_tokens = request.sampling.max_tokens();
+    if (resumed >= max_tokens) {
+      // Every token was delivered; only the end of the stream was lost.
+      GenerationOutcome done;
+      done.finish_reason = v1::FINISH_REASON_LENGTH;
+      done.usage.set_prompt_tokens(static_cast<std::uint32_t>(request.prompt_ids.size()));
+      done.usage.set_completion_tokens(max_tokens);
+      return done;
+    }
+    // Resume on other workers: prompt + what the client already has, continued from there. A new
+    // id keeps the retry apart from whatever the lost worker may still hold under the old one.
+    ++migrations;
+    Count(m != nullptr ? m->migrations : nullptr);
+    Count(m != nullptr ? m->migrated_tokens : nullptr, static_cast<double>(resumed));
+    attempt = request;
+    attempt.request_id = absl::StrCat(request.request_id, "~m", migrations);
+    attempt.prompt_ids.insert(attempt.prompt_ids.end(), watch.delivered().begin(),
+                              watch.delivered().end());
+    attempt.resumed_tokens = static_cast<std::uint32_t>(resumed);
   }
 }
 

@@ -48,7 +48,7 @@ class KvReceiver {
   absl::Status Commit(const std::string& handoff_id, const std::string& request_id,
                       std::vector<std::int32_t> prompt, std::int32_t first_token,
                       const engine::SamplingParams& params, kv::TrafficClass traffic_class,
-                      serving::UpdateSink sink);
+                      serving::UpdateSink sink, int resumed_tokens = 0);
 
   // Gives a reservation back now (prefill failed, request cancelled). Unknown ids are ignored.
   void Abandon(const std::string& request_id);

@@ -134,7 +134,8 @@ bool KvReceiver::AllFlagsSet(const Handoff& h) const {
 absl::Status KvReceiver::Commit(const std::string& handoff_id, const std::string& request_id,
                                 std::vector<std::int32_t> prompt, std::int32_t first_token,
                                 const engine::SamplingParams& params,
-                                kv::TrafficClass traffic_class, serving::UpdateSink sink) {
+                                kv::TrafficClass traffic_class, serving::UpdateSink sink,
+                                int resumed_tokens) {
   Handoff h;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -170,7 +171,7 @@ absl::Status KvReceiver::Commit(const std::string& handoff_id, const std::string
         request_id, std::move(sink),
         [&](engine::Engine& e) {
           return e.AddPrefilledRequest(request_id, prompt, first_token, params, h.blocks,
-                                       traffic_class);
+                                       traffic_class, resumed_tokens);
         },
         /*uses_reserved_place=*/true);
   } else {

@@ -108,13 +108,16 @@ grpc::Status WorkerService::Prefill(grpc::ServerContext* context,
   // Prefill samples exactly the first token, with the request's own parameters (same seed and
   // draw index as a single-process run), and keeps the prompt's KV for the transfer.
   engine::SamplingParams params = rpc::FromProto(request->sampling());
-  params.max_tokens = 1;
+  const int resumed = static_cast<int>(request->resumed_tokens());
+  params.max_tokens = resumed + 1;
   auto queue = std::make_shared<UpdateQueue>();
   absl::Status submitted = loop_->SubmitWith(
       id, [queue](const serving::RequestUpdate& u) { queue->Push(u); },
       [&](engine::Engine& e) {
         return e.AddRequest(id, prompt, params,
-                            engine::Engine::RequestOptions{.hold_kv = true, .traffic_class = *cls});
+                            engine::Engine::RequestOptions{.hold_kv = true,
+                                                           .traffic_class = *cls,
+                                                           .resumed_tokens = resumed});
       });
   if (!submitted.ok()) return rpc::ToGrpc(submitted);
 
@@ -196,15 +199,18 @@ grpc::Status WorkerService::Generate(grpc::ServerContext* context,
   if (request->handoff_id().empty()) {
     const engine::SamplingParams params = rpc::FromProto(request->sampling());
     const std::string& id = request->request_id();
+    const int resumed = static_cast<int>(request->resumed_tokens());
     submitted = loop_->SubmitWith(id, sink, [&](engine::Engine& e) {
-      return e.AddRequest(id, prompt, params, engine::Engine::RequestOptions{.traffic_class = *cls});
+      return e.AddRequest(id, prompt, params,
+                          engine::Engine::RequestOptions{.traffic_class = *cls,
+                                                         .resumed_tokens = resumed});
     });
   } else if (receiver_ == nullptr) {
     submitted = absl::FailedPreconditionError("this worker does not receive KV handoffs");
   } else {
     submitted = receiver_->Commit(request->handoff_id(), request->request_id(), std::move(prompt),
                                   request->first_token_id(), rpc::FromProto(request->sampling()),
-                                  *cls, sink);
+                                  *cls, sink, static_cast<int>(request->resumed_tokens()));
   }
   if (!submitted.ok()) return rpc::ToGrpc(submitted);
   // A handed-off request's first token was counted by prefill, not by this engine.

@@ -11,6 +11,8 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cerrno>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -32,8 +34,13 @@ class HttpConnection {
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     timeval tv{recv_timeout_s, 0};
     ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) Close();
+    if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      connect_errno_ = errno;
+      Close();
+    }
   }
+  int connect_errno() const { return connect_errno_; }
+  int last_errno() const { return last_errno_; }  // of the read that failed; 0: EOF
   ~HttpConnection() { Close(); }
   HttpConnection(const HttpConnection&) = delete;
   HttpConnection& operator=(const HttpConnection&) = delete;
@@ -110,13 +117,21 @@ class HttpConnection {
   bool Fill() {
     if (fd_ < 0) return false;
     char tmp[8192];
-    const ssize_t n = ::recv(fd_, tmp, sizeof(tmp), 0);
-    if (n <= 0) return false;
+    ssize_t n;
+    do {
+      n = ::recv(fd_, tmp, sizeof(tmp), 0);
+    } while (n < 0 && errno == EINTR);  // a signal to the test (a child stopping) is no EOF
+    if (n <= 0) {
+      last_errno_ = n < 0 ? errno : 0;
+      return false;
+    }
     buf_.append(tmp, static_cast<std::size_t>(n));
     return true;
   }
 
   int fd_ = -1;
+  int connect_errno_ = 0;
+  int last_errno_ = 0;
   std::string buf_;
   bool chunked_ = false;
 };
@@ -125,7 +140,19 @@ inline HttpResponse HttpRequest(int port, const std::string& method, const std::
                                 const std::string& body = "") {
   HttpConnection c(port);
   HttpResponse r;
-  if (!c.ok() || !c.SendRequest(method, path, body) || !c.ReadHead(&r)) return r;
+  if (!c.ok()) {
+    r.body = std::string("connect: ") + std::strerror(c.connect_errno());
+    return r;
+  }
+  if (!c.SendRequest(method, path, body)) {
+    r.body = "send failed";
+    return r;
+  }
+  if (!c.ReadHead(&r)) {
+    r.body = std::string("no response head: ") +
+             (c.last_errno() == 0 ? "EOF" : std::strerror(c.last_errno()));
+    return r;
+  }
   r.body = c.ReadWholeBody();
   return r;
 }

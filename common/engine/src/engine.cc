@@ -93,7 +93,7 @@ Engine::~Engine() {
 
 absl::Status Engine::ValidateRequest(const std::string& request_id,
                                      std::span<const std::int32_t> prompt,
-                                     const SamplingParams& params) const {
+                                     const SamplingParams& params, int resumed_tokens) const {
   const model::ModelConfig& mc = model_->config();
   if (request_id.empty()) return absl::InvalidArgumentError("request id is empty");
   if (sequences_.contains(request_id) || held_kv_.contains(request_id)) {
@@ -112,7 +112,15 @@ absl::Status Engine::ValidateRequest(const std::string& request_id,
   if (absl::Status s = ValidateSamplingParams(params, mc.vocab_size); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("request ", request_id, ": ", s.message()));
   }
-  const std::int64_t total = static_cast<std::int64_t>(prompt.size()) + params.max_tokens;
+  if (resumed_tokens < 0 || resumed_tokens >= static_cast<int>(prompt.size()) ||
+      resumed_tokens >= params.max_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request ", request_id, ": ", resumed_tokens, " resumed tokens must be fewer than the ",
+        prompt.size(), " prompt tokens and the max_tokens of ", params.max_tokens));
+  }
+  // Resumed tokens are output already counted in max_tokens.
+  const std::int64_t total =
+      static_cast<std::int64_t>(prompt.size()) + params.max_tokens - resumed_tokens;
   if (mc.max_position_embeddings > 0 && total > mc.max_position_embeddings) {
     return absl::InvalidArgumentError(absl::StrCat(
         "request ", request_id, ": prompt (", prompt.size(), " tokens) + max_tokens (",
@@ -133,12 +141,13 @@ absl::Status Engine::ValidateRequest(const std::string& request_id,
 
 std::unique_ptr<Engine::Sequence> Engine::NewSequence(const std::string& request_id,
                                                       std::span<const std::int32_t> prompt,
-                                                      const SamplingParams& params) const {
+                                                      const SamplingParams& params,
+                                                      int resumed_tokens) const {
   auto seq = std::make_unique<Sequence>();
   seq->id = request_id;
   seq->tokens.assign(prompt.begin(), prompt.end());
   seq->tokens.reserve(prompt.size() + params.max_tokens);
-  seq->prompt_len = static_cast<int>(prompt.size());
+  seq->prompt_len = static_cast<int>(prompt.size()) - resumed_tokens;
   seq->params = params;
   seq->seed = params.seed.has_value() ? *params.seed : SeedFromRequestId(request_id);
   return seq;
@@ -153,8 +162,8 @@ absl::Status Engine::AddRequest(const std::string& request_id,
 absl::Status Engine::AddRequest(const std::string& request_id,
                                 std::span<const std::int32_t> prompt, const SamplingParams& params,
                                 const RequestOptions& options) {
-  TANDEM_RETURN_IF_ERROR(ValidateRequest(request_id, prompt, params));
-  std::unique_ptr<Sequence> seq = NewSequence(request_id, prompt, params);
+  TANDEM_RETURN_IF_ERROR(ValidateRequest(request_id, prompt, params, options.resumed_tokens));
+  std::unique_ptr<Sequence> seq = NewSequence(request_id, prompt, params, options.resumed_tokens);
   seq->hold_kv = options.hold_kv;
   if (absl::Status cls = kv::ValidateTrafficClass(options.traffic_class); !cls.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("request ", request_id, ": ", cls.message()));
@@ -210,8 +219,8 @@ absl::Status Engine::AddPrefilledRequest(const std::string& request_id,
                                          std::span<const std::int32_t> prompt,
                                          std::int32_t first_token, const SamplingParams& params,
                                          std::span<const std::int32_t> blocks,
-                                         kv::TrafficClass traffic_class) {
-  TANDEM_RETURN_IF_ERROR(ValidateRequest(request_id, prompt, params));
+                                         kv::TrafficClass traffic_class, int resumed_tokens) {
+  TANDEM_RETURN_IF_ERROR(ValidateRequest(request_id, prompt, params, resumed_tokens));
   if (absl::Status cls = kv::ValidateTrafficClass(traffic_class); !cls.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("request ", request_id, ": ", cls.message()));
   }
@@ -224,11 +233,11 @@ absl::Status Engine::AddPrefilledRequest(const std::string& request_id,
                                                    " blocks cannot hold exactly a prompt of ",
                                                    prompt.size(), " tokens"));
   }
-  std::unique_ptr<Sequence> seq = NewSequence(request_id, prompt, params);
+  std::unique_ptr<Sequence> seq = NewSequence(request_id, prompt, params, resumed_tokens);
   seq->table.blocks.assign(blocks.begin(), blocks.end());
   seq->traffic_class = traffic_class;
   seq->table.tag = static_cast<std::uint8_t>(traffic_class);
-  seq->num_computed = seq->prompt_len;
+  seq->num_computed = static_cast<int>(prompt.size());
   seq->admitted_before = true;
   seq->running = true;
   Sequence* raw = seq.get();

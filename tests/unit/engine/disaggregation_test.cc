@@ -119,15 +119,22 @@ TEST_F(DisaggregationTest, FirstTokenThatEndsTheRequestFinishesWithoutReportingI
 TEST_F(DisaggregationTest, ReservationsAreAllOrNothingAndReturnable) {
   FakeModel model;
   auto engine = MakeEngine(&model, /*num_blocks=*/8);
-  EXPECT_EQ(engine->ReserveBlocks(33).status().code(), absl::StatusCode::kResourceExhausted);
+  // More than the whole pool can never succeed: not a capacity refusal a caller should retry.
+  EXPECT_EQ(engine->ReserveBlocks(33).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(engine->stats().num_free_blocks, 8);
   EXPECT_EQ(engine->ReserveBlocks(0).status().code(), absl::StatusCode::kInvalidArgument);
   auto blocks = engine->ReserveBlocks(9);  // 3 blocks of 4
   ASSERT_TRUE(blocks.ok());
   EXPECT_EQ(blocks->size(), 3u);
   EXPECT_EQ(engine->stats().num_free_blocks, 5);
+  // Not now, but once blocks come back.
+  EXPECT_EQ(engine->ReserveBlocks(24).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(engine->stats().num_free_blocks, 5);
   engine->ReleaseBlocks(*blocks);
   EXPECT_EQ(engine->stats().num_free_blocks, 8);
+  auto all = engine->ReserveBlocks(24);
+  ASSERT_TRUE(all.ok());
+  engine->ReleaseBlocks(*all);
 }
 
 TEST_F(DisaggregationTest, BadPrefilledRequestsLeaveNoState) {

@@ -134,7 +134,7 @@ TEST_F(RouterTest, RegistrationChecksBlockSizeAndHeartbeatsAskUnknownWorkersToRe
   EXPECT_TRUE(control_->Heartbeat(w.Info(2)));  // a restarted process: stale incarnation
 }
 
-TEST_F(RouterTest, AWorkerRestartCutsOffItsOldRequestsButReRegisteringDoesNot) {
+TEST_F(RouterTest, AWorkerRestartMigratesItsOldRequestsButReRegisteringDoesNot) {
   StartRouter();
   FakeWorker* w = AddWorker("w1", v1::WORKER_ROLE_COMBINED, {.tokens = Ids("abc"), .hang_after = 1});
   RawResponse head;
@@ -144,12 +144,35 @@ TEST_F(RouterTest, AWorkerRestartCutsOffItsOldRequestsButReRegisteringDoesNot) {
   ASSERT_TRUE(control_->Register(w->Info(/*incarnation=*/7)).ok());
   EXPECT_FALSE(client->ReadEvent(milliseconds(200)).has_value());
   EXPECT_EQ(Metric("tandem_router_worker_load{worker=\"w1\",role=\"combined\"}"), 1.0);
-  // ...a new incarnation means the old process is gone: its requests fail now.
+  // ...a new incarnation means the old process is gone: its requests resume, from the token the
+  // client already has, on whatever serves now (here the new process).
+  ASSERT_TRUE(control_->Register(w->Info(/*incarnation=*/8)).ok());
+  auto event = client->ReadEvent(milliseconds(5000));
+  ASSERT_TRUE(event.has_value());
+  EXPECT_FALSE(json::parse(event->substr(6)).contains("error")) << *event;
+  EXPECT_EQ(Metric("tandem_router_migrations_total"), 1.0);
+  EXPECT_EQ(Metric("tandem_router_migrated_tokens_total"), 1.0);
+  const v1::GenerateRequest resumed = w->last_generate();
+  EXPECT_EQ(resumed.resumed_tokens(), 1u);
+  ASSERT_GE(resumed.prompt_token_ids_size(), 2);
+  EXPECT_EQ(resumed.prompt_token_ids(resumed.prompt_token_ids_size() - 1), Ids("a")[0]);
+  EXPECT_TRUE(router_->registry().IsUp("w1"));
+  client->Close();
+  ExpectNothingInFlight();
+}
+
+TEST_F(RouterTest, PastMaxMigrationsALostGenerationEndsWithAnErrorEvent) {
+  StartRouter([](RouterConfig* c) { c->max_migrations = 0; });
+  FakeWorker* w = AddWorker("w1", v1::WORKER_ROLE_COMBINED, {.tokens = Ids("abc"), .hang_after = 1});
+  RawResponse head;
+  auto client = OpenStream("/v1/completions", {{"prompt", "x"}, {"max_tokens", 3}, {"stream", true}}, &head);
+  ASSERT_TRUE(client->ReadEvent(milliseconds(5000)).has_value());
   ASSERT_TRUE(control_->Register(w->Info(/*incarnation=*/8)).ok());
   auto event = client->ReadEvent(milliseconds(5000));
   ASSERT_TRUE(event.has_value());
   EXPECT_TRUE(json::parse(event->substr(6)).contains("error")) << *event;
-  EXPECT_TRUE(router_->registry().IsUp("w1"));
+  EXPECT_EQ(Metric("tandem_router_migrations_total"), 0.0);
+  EXPECT_EQ(Metric("tandem_router_migration_failures_total"), 1.0);
   ExpectNothingInFlight();
 }
 
