@@ -48,7 +48,7 @@ for t in "${targets[@]}"; do
   [[ "$t" == bench_trace ]] && fuzzer=("$venv/bin/python" tests/fuzz/bench_trace_fuzz.py)
   # New inputs go to the first directory only: the committed seeds stay as they are.
   # shellcheck disable=SC2086
-  if ! "${fuzzer[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+  if ! "${fuzzer[@]}" -max_total_time="$seconds" -timeout=60 -rss_limit_mb=2048 \
       -print_final_stats=1 -artifact_prefix="$build_dir/artifacts/$t-" ${FUZZ_ARGS:-} \
       "$work" "tests/fuzz/corpus/$t" >"$log" 2>&1; then
     tail -n 60 "$log"
