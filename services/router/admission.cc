@@ -12,9 +12,11 @@ namespace tandem::router {
 namespace {
 
 constexpr char kRetryAfterPayload[] = "tandem.router/retry-after";
-// Completions older than this no longer describe how fast the queue moves.
-constexpr std::chrono::seconds kRateWindow{30};
-constexpr std::size_t kMaxCompletionsKept = 4096;
+// Below this many completions the service time is too noisy to refuse anyone on (a burst's first
+// completions are its shortest generations).
+constexpr int kMinCompletionsToPredict = 16;
+// Weight of one completion in the service-time average: ~the last 50 generations.
+constexpr double kServiceSmoothing = 0.02;
 // Cancellation and deadlines do not signal the admission mutex, so waiters look at them this often.
 constexpr absl::Duration kWaitSlice = absl::Milliseconds(100);
 
@@ -101,7 +103,7 @@ std::unique_ptr<AdmissionTicket> Admission::Admit(std::shared_ptr<CallCanceller>
   }
   const bool place_free = running_ < static_cast<int>(limit_) && queue_.empty();
   if (!place_free) {
-    const auto predicted = PredictLocked(queue_.size() + 1, now);
+    const auto predicted = PredictLocked(queue_.size() + 1);
     const char* reason = nullptr;
     if (static_cast<int>(queue_.size()) >= options_.max_queue_length) {
       *refused = Refusal(absl::StrCat("the router's queue is full (", queue_.size(),
@@ -125,8 +127,7 @@ std::unique_ptr<AdmissionTicket> Admission::Admit(std::shared_ptr<CallCanceller>
   std::unique_ptr<AdmissionTicket> ticket(new AdmissionTicket(this, canceller, now));
   tickets_.emplace(ticket.get(), std::move(canceller));
   if (place_free) {
-    ticket->running_ = true;
-    ++running_;
+    GrantTo(ticket.get());
   } else {
     ticket->queued_ = true;
     queue_.push_back(ticket.get());
@@ -165,7 +166,7 @@ absl::Status Admission::PastQueueBoundLocked(const AdmissionTicket* ticket) {
   return Refusal(absl::StrCat("the workers had no capacity for this request within the router's "
                               "queue bound of ",
                               options_.max_queue_wait.count() / 1000.0, " s; retry later"),
-                 PredictLocked(queue_.size() + 1, options_.now()));
+                 PredictLocked(queue_.size() + 1));
 }
 
 void Admission::Release(AdmissionTicket* ticket) {
@@ -175,8 +176,11 @@ void Admission::Release(AdmissionTicket* ticket) {
   if (ticket->running_) {
     ticket->running_ = false;
     --running_;
-    completions_.push_back(now);
-    if (completions_.size() > kMaxCompletionsKept) completions_.pop_front();
+    const double service_s = std::chrono::duration<double>(now - ticket->started_).count();
+    mean_service_s_ = completions_seen_ == 0
+                          ? service_s
+                          : mean_service_s_ + kServiceSmoothing * (service_s - mean_service_s_);
+    ++completions_seen_;
     // Probe for capacity again: quickly while the workers have not refused lately, else one more
     // place per limit's worth of completions (additive increase).
     const bool refused_lately = now - last_refusal_ < std::chrono::seconds(1);
@@ -188,13 +192,18 @@ void Admission::Release(AdmissionTicket* ticket) {
   PublishLocked(now);
 }
 
+void Admission::GrantTo(AdmissionTicket* ticket) {
+  ticket->queued_ = false;
+  ticket->running_ = true;
+  ticket->started_ = options_.now();
+  ++running_;
+}
+
 void Admission::GrantLocked() {
   while (running_ < static_cast<int>(limit_) && !queue_.empty()) {
     AdmissionTicket* next = queue_.front();
     queue_.pop_front();
-    next->queued_ = false;
-    next->running_ = true;
-    ++running_;
+    GrantTo(next);
   }
 }
 
@@ -204,20 +213,12 @@ void Admission::RemoveFromQueueLocked(AdmissionTicket* ticket) {
   queue_.erase(std::find(queue_.begin(), queue_.end(), ticket));
 }
 
-double Admission::CompletionRateLocked(Clock::time_point now) {
-  while (!completions_.empty() && now - completions_.front() > kRateWindow) {
-    completions_.pop_front();
-  }
-  if (completions_.size() < 2) return 0;
-  // Measured up to now, not to the last completion: a stalled cluster's rate decays.
-  const double span = std::max(Seconds(now - completions_.front()), 1e-3);
-  return static_cast<double>(completions_.size() - 1) / span;
-}
-
-std::chrono::milliseconds Admission::PredictLocked(std::size_t position, Clock::time_point now) {
-  const double rate = CompletionRateLocked(now);
-  if (rate <= 0) return std::chrono::milliseconds(0);  // no history: nothing to go on
-  return std::chrono::milliseconds(static_cast<std::int64_t>(1000.0 * position / rate));
+std::chrono::milliseconds Admission::PredictLocked(std::size_t position) const {
+  if (completions_seen_ < kMinCompletionsToPredict) return std::chrono::milliseconds(0);
+  // `limit` generations run side by side: the queue moves one place per service time / limit.
+  const double parallel = std::max(1.0, std::floor(limit_));
+  return std::chrono::milliseconds(
+      static_cast<std::int64_t>(1000.0 * mean_service_s_ * static_cast<double>(position) / parallel));
 }
 
 void Admission::PublishLocked(Clock::time_point now) {
@@ -225,7 +226,7 @@ void Admission::PublishLocked(Clock::time_point now) {
   metrics_->queue_depth->Set(static_cast<double>(queue_.size()));
   metrics_->active_requests->Set(static_cast<double>(running_));
   metrics_->admission_limit->Set(std::floor(limit_));
-  metrics_->queue_predicted_wait_seconds->Set(PredictLocked(queue_.size() + 1, now).count() / 1e3);
+  metrics_->queue_predicted_wait_seconds->Set(PredictLocked(queue_.size() + 1).count() / 1e3);
 }
 
 void Admission::CloseAndCancelAll(absl::Status reason) {
@@ -256,7 +257,7 @@ int Admission::limit() const {
 
 std::chrono::milliseconds Admission::PredictedWait() const {
   absl::MutexLock lock(&mu_);
-  return const_cast<Admission*>(this)->PredictLocked(queue_.size() + 1, options_.now());
+  return PredictLocked(queue_.size() + 1);
 }
 
 }  // namespace tandem::router

@@ -59,6 +59,7 @@ class AdmissionTicket {
   // Guarded by the admission's mutex.
   bool running_ = false;
   bool queued_ = false;
+  std::chrono::steady_clock::time_point started_{};  // when it last got a place
   int refusals_ = 0;
 };
 
@@ -81,7 +82,8 @@ class Admission {
   int running() const;
   int queued() const;
   int limit() const;     // the effective in-flight limit now
-  // The wait a generation arriving now would be predicted (unknown before any completion: 0).
+  // The wait a generation arriving now would be predicted (0 until enough generations completed
+  // to know how long they take).
   std::chrono::milliseconds PredictedWait() const;
 
  private:
@@ -94,8 +96,8 @@ class Admission {
   absl::Status PastQueueBoundLocked(const AdmissionTicket* ticket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void GrantLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveFromQueueLocked(AdmissionTicket* ticket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  double CompletionRateLocked(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::chrono::milliseconds PredictLocked(std::size_t position, Clock::time_point now)
+  void GrantTo(AdmissionTicket* ticket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::chrono::milliseconds PredictLocked(std::size_t position) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PublishLocked(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -107,8 +109,10 @@ class Admission {
   double limit_ ABSL_GUARDED_BY(mu_) = 0;
   Clock::time_point last_refusal_ ABSL_GUARDED_BY(mu_){};
   std::deque<AdmissionTicket*> queue_ ABSL_GUARDED_BY(mu_);
-  // Recent completion times: the rate at which places free up predicts the queue's wait.
-  std::deque<Clock::time_point> completions_ ABSL_GUARDED_BY(mu_);
+  // How long generations hold a place (moving average over completions): with the limit, it
+  // says how fast the queue moves.
+  double mean_service_s_ ABSL_GUARDED_BY(mu_) = 0;
+  int completions_seen_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<AdmissionTicket*, std::shared_ptr<CallCanceller>> tickets_
       ABSL_GUARDED_BY(mu_);
 };

@@ -71,6 +71,10 @@ void BindRouterFlags(config::FlagSet* f, RouterConfig* c) {
          "TANDEM_ROUTER_PREFILL_BATCH_TOKENS");
   f->Int("http-io-threads", &c->http_io_threads, "HTTP I/O threads",
          "TANDEM_ROUTER_HTTP_IO_THREADS");
+  f->Int("http-max-connections", &c->http_max_connections,
+         "open client connections (streams included); beyond, new ones get 503 and are closed. "
+         "Each takes a file descriptor: raise the process's open-file limit to match",
+         "TANDEM_ROUTER_HTTP_MAX_CONNECTIONS");
   f->Int64("max-body-bytes", &c->max_body_bytes, "largest request body accepted (413 beyond)",
            "TANDEM_ROUTER_MAX_BODY_BYTES");
   f->Int("header-timeout-ms", &c->header_timeout_ms,

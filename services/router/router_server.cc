@@ -124,6 +124,10 @@ absl::Status RouterServer::Init() {
   http_config.host = http_addr.host;
   http_config.port = static_cast<uint16_t>(http_addr.port);
   http_config.io_threads = cfg.http_io_threads;
+  if (cfg.http_max_connections < 1) {
+    return absl::InvalidArgumentError("--http-max-connections must be >= 1");
+  }
+  http_config.max_connections = static_cast<size_t>(cfg.http_max_connections);
   http_config.max_body_bytes = static_cast<size_t>(std::max<std::int64_t>(0, cfg.max_body_bytes));
   http_config.header_timeout = absl::Milliseconds(cfg.header_timeout_ms);
   TANDEM_ASSIGN_OR_RETURN(http_server_, http::Server::Start(http_config, std::move(routes)));

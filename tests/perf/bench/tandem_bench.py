@@ -95,6 +95,12 @@ def parse_args(argv):
     burst.add_argument("--timeout-s", type=float, default=600)
     burst.add_argument("--router-pid", type=int, help="report this process's peak RSS")
     burst.add_argument("--out", type=Path, help="JSON results")
+    idle = sub.add_parser("idle", help="router memory per open, idle stream")
+    idle.add_argument("--url", required=True)
+    idle.add_argument("--router-pid", type=int, required=True)
+    idle.add_argument("--streams", type=int, default=10000)
+    idle.add_argument("--settle-s", type=float, default=120,
+                      help="longest wait for the router to hold every stream")
     plot = sub.add_parser("plot", help="overlay the runs of several JSON results")
     plot.add_argument("--out", type=Path, required=True)
     plot.add_argument("--title", default="")
@@ -219,6 +225,65 @@ def command_burst(args) -> int:
     return 0 if summary["broken"] == 0 and summary["other_failures"] == 0 else 1
 
 
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise ValueError(f"no VmRSS for pid {pid}")
+
+
+def router_metric(url: str, name: str) -> float:
+    import urllib.request
+    with urllib.request.urlopen(url.rstrip("/") + "/metrics", timeout=30) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    return 0.0
+
+
+def command_idle(args) -> int:
+    """Opens --streams streaming requests that the router holds without serving them (start the
+    router with --max-in-flight 1 and a long first request, or workers that are busy), then
+    samples the router's RSS: (RSS with them open - RSS before) / streams."""
+    from urllib.parse import urlsplit
+    parts = urlsplit(args.url)
+    model = client.served_model(args.url)
+    body = json.dumps({"model": model, "prompt": "once upon a time", "max_tokens": 8,
+                       "stream": True}).encode()
+    request = (f"POST /v1/completions HTTP/1.1\r\nHost: {parts.hostname}\r\n"
+               f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+               ).encode() + body
+
+    async def go():
+        before = rss_kib(args.router_pid)
+        writers = []
+        for _ in range(args.streams):
+            _, w = await asyncio.open_connection(parts.hostname, parts.port)
+            w.write(request)
+            writers.append(w)
+        await asyncio.gather(*(w.drain() for w in writers))
+        deadline = time.monotonic() + args.settle_s
+        held = 0.0
+        while time.monotonic() < deadline:
+            held = router_metric(args.url, "tandem_router_queue_depth") + \
+                router_metric(args.url, "tandem_router_active_requests")
+            if held >= args.streams:
+                break
+            await asyncio.sleep(0.5)
+        await asyncio.sleep(1)
+        during = rss_kib(args.router_pid)
+        for w in writers:
+            w.close()
+        return before, during, held
+
+    before, during, held = asyncio.run(go())
+    out = {"streams": args.streams, "held_by_router": held, "router_rss_before_kib": before,
+           "router_rss_with_streams_kib": during,
+           "kib_per_stream": (during - before) / args.streams}
+    print(json.dumps(out))
+    return 0 if held >= args.streams else 1
+
+
 def command_plot(args) -> int:
     runs = []
     for path in args.results:
@@ -231,6 +296,8 @@ def main(argv=None) -> int:
     args = parse_args(argv if argv is not None else sys.argv[1:])
     if args.command == "burst":
         return command_burst(args)
+    if args.command == "idle":
+        return command_idle(args)
     return command_run(args) if args.command == "run" else command_plot(args)
 
 

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -83,20 +84,33 @@ TEST_F(AdmissionTest, AFullQueueRefusesWithRetryAfterAndLeavesNothing) {
 
 TEST_F(AdmissionTest, RefusesWhenThePredictedWaitExceedsTheBound) {
   Make(/*max_in_flight=*/1, /*max_queue_length=*/100, milliseconds(2600));
-  // Completions one per second make the queue's pace known.
-  for (int i = 0; i < 5; ++i) {
-    Admit().reset();
+  // Generations that hold their place one second each make the queue's pace known.
+  for (int i = 0; i < 20; ++i) {
+    auto t = Admit();
     now_ = now_.load() + std::chrono::seconds(1);
   }
+  EXPECT_EQ(admission_->PredictedWait(), milliseconds(1000));
   auto running = Admit();
-  auto first = Admit();   // 4 completions in 5 s: 1.25 s, queued
-  auto second = Admit();  // 2.5 s: still within the bound
+  auto first = Admit();   // one place at a time, 1 s each: 1 s
+  auto second = Admit();  // 2 s: within the bound
   ASSERT_TRUE(running && first && second);
   absl::Status refused;
-  EXPECT_EQ(Admit(&refused), nullptr);  // 3.75 s: refused
+  EXPECT_EQ(Admit(&refused), nullptr);  // 3 s: refused
   EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_GE(RetryAfterSeconds(refused), 3);
-  EXPECT_GE(admission_->PredictedWait(), milliseconds(2600));
+  EXPECT_EQ(RetryAfterSeconds(refused), 3);
+  EXPECT_EQ(admission_->PredictedWait(), milliseconds(3000));
+}
+
+TEST_F(AdmissionTest, ABurstsFirstCompletionsDoNotRefuseAnyone) {
+  Make(/*max_in_flight=*/2, /*max_queue_length=*/1000, milliseconds(1000));
+  std::vector<std::unique_ptr<AdmissionTicket>> burst;
+  for (int i = 0; i < 500; ++i) burst.push_back(Admit());
+  // Two quick ones finish 10 s in: too few to predict from, so the queue keeps taking requests.
+  now_ = now_.load() + std::chrono::seconds(10);
+  burst[0].reset();
+  burst[1].reset();
+  EXPECT_EQ(admission_->PredictedWait(), milliseconds(0));
+  EXPECT_NE(Admit(), nullptr);
 }
 
 TEST_F(AdmissionTest, WithoutHistoryTheWaitIsUnknownAndOnlyTheLengthBounds) {
