@@ -19,8 +19,9 @@ fi
 
 ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" --timeout 600
 
-# The kernel, engine and router tests on the generic and AVX2 SIMD paths and under sanitizers,
-# each in its own build directory (docs/performance.md). TANDEM_VARIANTS=0 skips them.
+# The kernel and engine tests on the generic and AVX2 SIMD paths and under ASan + UBSan, the
+# kernels under TSan, in build directories of their own (docs/performance.md).
+# TANDEM_VARIANTS=0 skips them.
 if [[ "${TANDEM_VARIANTS:-1}" != 0 ]]; then
   TANDEM_JOBS="$jobs" VARIANTS_DIR="${build_dir}-variants" "$root/tests/variants.sh"
 fi
