@@ -184,7 +184,8 @@ void Admission::Release(AdmissionTicket* ticket) {
     // Probe for capacity again: quickly while the workers have not refused lately, else one more
     // place per limit's worth of completions (additive increase).
     const bool refused_lately = now - last_refusal_ < std::chrono::seconds(1);
-    limit_ = std::min<double>(options_.max_in_flight, limit_ + (refused_lately ? 1.0 / limit_ : 1.0));
+    const double step = refused_lately ? 1.0 / limit_ : 1.0;
+    limit_ = std::min<double>(options_.max_in_flight, limit_ + step);
     GrantLocked();
   } else {
     RemoveFromQueueLocked(ticket);
@@ -217,8 +218,8 @@ std::chrono::milliseconds Admission::PredictLocked(std::size_t position) const {
   if (completions_seen_ < kMinCompletionsToPredict) return std::chrono::milliseconds(0);
   // `limit` generations run side by side: the queue moves one place per service time / limit.
   const double parallel = std::max(1.0, std::floor(limit_));
-  return std::chrono::milliseconds(
-      static_cast<std::int64_t>(1000.0 * mean_service_s_ * static_cast<double>(position) / parallel));
+  const double seconds = mean_service_s_ * static_cast<double>(position) / parallel;
+  return std::chrono::milliseconds(static_cast<std::int64_t>(1000.0 * seconds));
 }
 
 void Admission::PublishLocked(Clock::time_point now) {

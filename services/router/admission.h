@@ -93,7 +93,8 @@ class Admission {
                           bool bounded_by_queue_wait);
   void Release(AdmissionTicket* ticket);
   // RESOURCE_EXHAUSTED (counted, with a retry hint) once `ticket` has waited past the bound.
-  absl::Status PastQueueBoundLocked(const AdmissionTicket* ticket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status PastQueueBoundLocked(const AdmissionTicket* ticket)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void GrantLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveFromQueueLocked(AdmissionTicket* ticket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void GrantTo(AdmissionTicket* ticket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

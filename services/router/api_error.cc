@@ -60,7 +60,9 @@ std::string ApiError::ToJson() const {
 
 http::Response ApiError::ToResponse() const {
   http::Response response = http::Response::Json(http_status, ToJson());
-  if (http_status == 429 || http_status == 503) response.headers.emplace_back("Retry-After", absl::StrCat(retry_after_s));
+  if (http_status == 429 || http_status == 503) {
+    response.headers.emplace_back("Retry-After", absl::StrCat(retry_after_s));
+  }
   return response;
 }
 
