@@ -20,10 +20,6 @@ constexpr double kServiceSmoothing = 0.02;
 // Cancellation and deadlines do not signal the admission mutex, so waiters look at them this often.
 constexpr absl::Duration kWaitSlice = absl::Milliseconds(100);
 
-double Seconds(std::chrono::steady_clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
-
 absl::Status Refusal(const std::string& why, std::chrono::milliseconds predicted_wait) {
   absl::Status st = absl::ResourceExhaustedError(why);
   SetRetryAfter(&st, std::chrono::ceil<std::chrono::seconds>(predicted_wait));
