@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <optional>
 #include <thread>
 
 #include "absl/strings/numbers.h"
@@ -120,8 +119,8 @@ std::unique_ptr<AdmissionTicket> Admission::Admit(std::shared_ptr<CallCanceller>
       return nullptr;
     }
   }
-  std::unique_ptr<AdmissionTicket> ticket(new AdmissionTicket(this, canceller, now));
-  tickets_.emplace(ticket.get(), std::move(canceller));
+  std::unique_ptr<AdmissionTicket> ticket(new AdmissionTicket(this, std::move(canceller), now));
+  tickets_.insert(ticket.get());
   if (place_free) {
     GrantTo(ticket.get());
   } else {
@@ -229,7 +228,7 @@ void Admission::PublishLocked(Clock::time_point now) {
 void Admission::CloseAndCancelAll(absl::Status reason) {
   absl::MutexLock lock(&mu_);
   closed_ = true;
-  for (const auto& [ticket, canceller] : tickets_) canceller->Cancel(reason);
+  for (AdmissionTicket* ticket : tickets_) ticket->canceller_->Cancel(reason);
 }
 
 int Admission::active() const {

@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "call_canceller.h"
@@ -114,8 +114,7 @@ class Admission {
   // says how fast the queue moves.
   double mean_service_s_ ABSL_GUARDED_BY(mu_) = 0;
   int completions_seen_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::flat_hash_map<AdmissionTicket*, std::shared_ptr<CallCanceller>> tickets_
-      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<AdmissionTicket*> tickets_ ABSL_GUARDED_BY(mu_);
 };
 
 // A refusal's Retry-After hint travels in the status as a payload, so that every protocol's

@@ -103,7 +103,7 @@ http::HandlerResult GenerationApi::Handle(const http::Request& http_request) {
   std::vector<std::int32_t> prompt;
   if (auto error = PromptIds(request, &prompt)) return Fail(path, *error);
 
-  absl::StatusOr<int> max_context = deps_.selector->MaxContext(options_.served_model);
+  absl::StatusOr<int> max_context = deps_.run.selector->MaxContext(options_.served_model);
   if (!max_context.ok()) return Fail(path, ApiError::FromStatus(max_context.status()));
   std::int64_t max_tokens = 0;
   if (auto error = MaxTokens(request, static_cast<std::int64_t>(prompt.size()), *max_context,
@@ -135,11 +135,7 @@ http::HandlerResult GenerationApi::Handle(const http::Request& http_request) {
                                             std::move(stop_ids), request.stop);
   setup.include_usage = request.include_usage;
   setup.arrived = arrived;
-  setup.run = RunDeps{.selector = deps_.selector,
-                      .dispatcher = deps_.dispatcher,
-                      .metrics = deps_.metrics,
-                      .model = options_.served_model,
-                      .max_migrations = options_.max_migrations};
+  setup.run = deps_.run;
   setup.metrics = deps_.metrics;
   setup.endpoint = path;
   return Launch(std::make_shared<GenerationJob>(std::move(setup)), request.stream);

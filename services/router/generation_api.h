@@ -7,7 +7,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "admission.h"
-#include "dispatcher.h"
+#include "run_admitted.h"
 #include "openai_request.h"
 #include "router_metrics.h"
 #include "task_runner.h"
@@ -34,12 +34,10 @@ class GenerationApi {
   struct Options {
     std::string served_model;
     std::chrono::milliseconds request_timeout{600000};
-    int max_migrations = 3;  // RunDeps::max_migrations
   };
   struct Deps {
     TokenizerSetup tokenizer;
-    WorkerSelector* selector = nullptr;
-    Dispatcher* dispatcher = nullptr;
+    RunDeps run;  // where an admitted generation runs; its selector also validates the context
     Admission* admission = nullptr;  // shared with the conversation endpoints: one queue
     const RouterMetrics* metrics = nullptr;
     TaskRunner* runner = nullptr;

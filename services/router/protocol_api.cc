@@ -160,7 +160,7 @@ http::HandlerResult ProtocolApi::Handle(recipe::Protocol protocol, const http::R
   absl::StatusOr<Prepared> prepared = Prepare(protocol, std::move(*body));
   if (!prepared.ok()) return Fail(protocol, path, prepared.status());
 
-  absl::StatusOr<int> max_context = deps_.selector->MaxContext(options_.served_model);
+  absl::StatusOr<int> max_context = deps_.run.selector->MaxContext(options_.served_model);
   if (!max_context.ok()) return Fail(protocol, path, max_context.status());
   absl::StatusOr<std::int64_t> max_tokens = recipe::ResolveMaxTokens(
       prepared->request, static_cast<std::int64_t>(prepared->prompt.size()), *max_context);
@@ -200,11 +200,7 @@ http::HandlerResult ProtocolApi::Handle(recipe::Protocol protocol, const http::R
   setup.canceller = std::move(canceller);
   setup.ticket = std::move(ticket);
   setup.arrived = arrived;
-  setup.run = RunDeps{.selector = deps_.selector,
-                      .dispatcher = deps_.dispatcher,
-                      .metrics = deps_.metrics,
-                      .model = options_.served_model,
-                      .max_migrations = options_.max_migrations};
+  setup.run = deps_.run;
   setup.metrics = deps_.metrics;
   setup.endpoint = path;
 

@@ -8,7 +8,7 @@
 #include "absl/synchronization/mutex.h"
 #include "admission.h"
 #include "chat_format.h"
-#include "dispatcher.h"
+#include "run_admitted.h"
 #include "generation_api.h"
 #include "router_metrics.h"
 #include "task_runner.h"
@@ -34,12 +34,10 @@ class ProtocolApi {
     std::string served_model;
     ChatFormat format = ChatFormat::kPlain;
     std::chrono::milliseconds request_timeout{600000};
-    int max_migrations = 3;  // RunDeps::max_migrations
   };
   struct Deps {
     TokenizerSetup tokenizer;
-    WorkerSelector* selector = nullptr;
-    Dispatcher* dispatcher = nullptr;
+    RunDeps run;  // where an admitted generation runs; its selector also validates the context
     Admission* admission = nullptr;  // shared with /v1/completions: one in-flight bound
     const RouterMetrics* metrics = nullptr;
     TaskRunner* runner = nullptr;

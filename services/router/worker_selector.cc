@@ -23,16 +23,6 @@ absl::Status NoWorkersError(const std::string& model, std::size_t prefill, std::
 
 }  // namespace
 
-int WorkerPlan::max_context() const {
-  int limit = std::numeric_limits<int>::max();
-  for (const auto* lease : {&combined, &prefill, &decode}) {
-    if (*lease == nullptr) continue;
-    const int worker_limit = static_cast<int>((*lease)->worker().info().max_context());
-    if (worker_limit > 0) limit = std::min(limit, worker_limit);  // 0: the worker did not say
-  }
-  return limit;
-}
-
 absl::StatusOr<int> PoolMaxContext(WorkerRegistry* registry, const std::string& model) {
   std::vector<WorkerView> pool = registry->Healthy(model, v1::WORKER_ROLE_PREFILL);
   std::vector<WorkerView> decode = registry->Healthy(model, v1::WORKER_ROLE_DECODE);

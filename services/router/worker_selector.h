@@ -18,8 +18,6 @@ struct WorkerPlan {
   std::unique_ptr<WorkerLease> decode;
 
   bool disaggregated() const { return combined == nullptr; }
-  // The longest prompt + completion every chosen worker accepts.
-  int max_context() const;
 };
 
 // Picks workers for a request. An interface so routing policies (prefix affinity) can replace the
