@@ -19,6 +19,9 @@
 #                      own cache mount is used). On a machine whose host build uses the same
 #                      Debian compiler and flags this skips most of the compile.
 #   NICE               niceness of the build (default 10)
+#   TANDEM_CONTEXT     head (default): build the committed tree (`git archive HEAD`), so the
+#                      image is exactly the commit it is labelled with; worktree: the working
+#                      tree as it is, uncommitted changes included
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
@@ -45,9 +48,10 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q "${missing[@]}" uidmap
 fi
 
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
 if [[ "${TANDEM_REBUILD_BASE:-0}" == 1 ]] || ! podman image exists "$base"; then
-  work="$(mktemp -d)"
-  trap 'rm -rf "$work"' EXIT
   if [[ -n "$mirror" ]]; then
     sources=("deb $mirror bookworm main" "deb $mirror bookworm-updates main"
       "deb ${mirror%/debian}/debian-security bookworm-security main")
@@ -94,12 +98,23 @@ if [[ -n "${TANDEM_CCACHE_DIR:-}" ]]; then
   build_flags+=(--volume "$TANDEM_CCACHE_DIR:/host-ccache" --build-arg CCACHE_DIR=/host-ccache)
 fi
 commit="$(git -C "$root" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
+context="$root"
+if [[ "${TANDEM_CONTEXT:-head}" == head && "$commit" != unknown ]]; then
+  context="$work/context"
+  mkdir -p "$context"
+  git -C "$root" archive HEAD | tar -x -C "$context"
+  if [[ -n "$(git -C "$root" status --porcelain --untracked-files=no)" ]]; then
+    step "note: uncommitted changes are not in the image (TANDEM_CONTEXT=worktree takes them)"
+  fi
+elif [[ "${TANDEM_CONTEXT:-head}" == worktree ]]; then
+  commit="$commit-dirty"
+fi
 # --network=host: only the build stages' apt-get needs the network (Debian's mirror), and a
 # rootful bridge may not be available on a build machine.
 step "podman build $image on $base (commit $commit, $jobs jobs)"
 nice -n "$niceness" podman build --pull=never --network=host \
   --build-arg BASE="$base" --build-arg GIT_COMMIT="$commit" --build-arg JOBS="$jobs" \
-  "${build_flags[@]}" -f deploy/images/Containerfile -t "$image" "$root"
+  "${build_flags[@]}" -f "$context/deploy/images/Containerfile" -t "$image" "$context"
 
 step "smoke test: tandem-router --version under --network=none"
 podman run --rm --network=none "${TANDEM_PODMAN_FLAGS[@]}" "$image" tandem-router --version

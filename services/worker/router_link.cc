@@ -18,18 +18,45 @@ RouterLink::RouterLink(std::string router_address, v1::WorkerInfo info, int hear
           grpc::CreateChannel(router_address_, grpc::InsecureChannelCredentials()))),
       thread_([this] { Run(); }) {}
 
-RouterLink::~RouterLink() {
+RouterLink::~RouterLink() { Stop(); }
+
+void RouterLink::Stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
   cv_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 bool RouterLink::SleepFor(std::chrono::milliseconds d) {
   std::unique_lock<std::mutex> lock(mu_);
-  return !cv_.wait_for(lock, d, [&] { return stopping_; });
+  cv_.wait_for(lock, d, [&] { return stopping_ || wake_; });
+  wake_ = false;
+  return !stopping_;
+}
+
+void RouterLink::HeartbeatNow() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    wake_ = true;
+  }
+  cv_.notify_all();
+}
+
+bool RouterLink::Deregister(const std::string& reason) {
+  Stop();  // no heartbeat may re-register us after this
+  if (!registered_.load()) return false;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  v1::DeregisterWorkerRequest req;
+  req.set_worker_id(info_.worker_id());
+  req.set_incarnation(info_.incarnation());
+  req.set_reason(reason);
+  v1::DeregisterWorkerResponse resp;
+  const grpc::Status status = stub_->DeregisterWorker(&ctx, req, &resp);
+  registered_ = false;
+  return status.ok();
 }
 
 bool RouterLink::Register() {

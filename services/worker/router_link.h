@@ -29,12 +29,20 @@ class RouterLink {
   ~RouterLink();
 
   bool registered() const { return registered_.load(); }
+  // Sends a heartbeat now instead of at the next interval: the drain has started and the load
+  // (which says so) must reach the router before it places more work here.
+  void HeartbeatNow();
+  // Stops heartbeating and tells the router we are leaving on purpose (DeregisterWorker), so it
+  // forgets us now instead of when the lease runs out. False when the router did not take it
+  // (unreachable, or too old to know the call): the lease then removes us.
+  bool Deregister(const std::string& reason);
 
  private:
   void Run();
   bool Register();
   bool Heartbeat();
-  bool SleepFor(std::chrono::milliseconds d);  // false when stopping
+  bool SleepFor(std::chrono::milliseconds d);  // false when stopping; cut short by HeartbeatNow
+  void Stop();
 
   const std::string router_address_;
   const v1::WorkerInfo info_;
@@ -46,6 +54,7 @@ class RouterLink {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
+  bool wake_ = false;  // HeartbeatNow() was called
   std::thread thread_;
 };
 

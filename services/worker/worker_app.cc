@@ -1,6 +1,10 @@
 #include "worker_app.h"
 
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -84,7 +88,11 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
   auto kv_tiers = OpenKvTiers(cfg.kv_tiers, (*model)->config(), (*model)->kv_layout(),
                               cfg.block_size);
   if (!kv_tiers.ok()) return Fail(absl::StrCat("KV tiers: ", kv_tiers.status().message()));
-  auto worker_metrics = WorkerMetrics::Create(RoleName(role), cfg.worker_id);
+  // What a prefill/decode pair must agree on for a KV handoff to mean anything.
+  const std::string kv_layout_id =
+      KvDiskSubdir((*model)->config(), (*model)->kv_layout(), cfg.block_size);
+  auto worker_metrics = WorkerMetrics::Create(RoleName(role), cfg.worker_id,
+                                              {cfg.generation, kv_layout_id});
   if (!worker_metrics.ok()) return Fail(std::string(worker_metrics.status().message()));
   std::unique_ptr<KvEventPublisher> kv_publisher;
   if (!cfg.router.empty()) {
@@ -148,42 +156,6 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
 
   const std::string endpoint = absl::StrCat(cfg.advertise_host, ":", bound_port);
 
-  std::unique_ptr<http::Server> metrics_server;
-  if (!cfg.metrics_listen.empty()) {
-    auto hp = config::ParseHostPort("metrics-listen", cfg.metrics_listen);
-    if (!hp.ok()) return Fail(std::string(hp.status().message()));
-    http::ServerConfig hcfg;
-    hcfg.host = hp->host;
-    hcfg.port = static_cast<std::uint16_t>(hp->port);
-    hcfg.io_threads = 1;
-    http::Router routes;
-    routes
-        .Handle("GET", "/metrics",
-                [&](const http::Request&) -> http::HandlerResult {
-                  http::Response r = http::Response::Text(
-                      200, (*worker_metrics)
-                                ->Scrape(loop, service, receiver.get(), kv_tiers->get(),
-                                         kv_publisher.get()));
-                  r.content_type = std::string(metrics::Registry::kContentType);
-                  return r;
-                })
-        .IgnoreError();
-    routes.Handle("GET", "/health", [](const http::Request&) -> http::HandlerResult {
-            return http::Response::Text(200, "ok\n");
-          })
-        .IgnoreError();
-    auto started = http::Server::Start(hcfg, std::move(routes));
-    if (!started.ok()) return Fail(absl::StrCat("metrics server: ", started.status().message()));
-    metrics_server = std::move(*started);
-  }
-  if (!cfg.port_file.empty()) {
-    absl::Status written = config::WritePortFile(
-        cfg.port_file, {bound_port, metrics_server ? static_cast<int>(metrics_server->port()) : 0});
-    if (!written.ok()) return Fail(std::string(written.message()));
-  }
-  std::cerr << RoleName(role) << " " << cfg.worker_id << " serving " << (*model)->config().name
-            << " on " << endpoint << "\n";
-
   std::unique_ptr<RouterLink> link;
   if (!cfg.router.empty()) {
     v1::WorkerInfo info;
@@ -197,6 +169,8 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
     info.set_max_running_requests(cfg.max_in_flight);
     info.set_max_batch_tokens(static_cast<std::uint32_t>(std::max(0, cfg.max_batch_tokens)));
     info.set_incarnation(incarnation);
+    info.set_generation(cfg.generation);
+    info.set_kv_layout_id(kv_layout_id);
     RouterLink::KvSync kv_sync;
     kv_sync.last_event_seq = [p = kv_publisher.get()] { return p->last_sent_seq(); };
     kv_sync.resend_snapshot = [p = kv_publisher.get()] { p->RequestSnapshot(); };
@@ -205,9 +179,107 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
                                         std::move(kv_sync));
   }
 
+  std::unique_ptr<http::Server> metrics_server;
+  if (!cfg.metrics_listen.empty()) {
+    auto hp = config::ParseHostPort("metrics-listen", cfg.metrics_listen);
+    if (!hp.ok()) return Fail(std::string(hp.status().message()));
+    http::ServerConfig hcfg;
+    hcfg.host = hp->host;
+    hcfg.port = static_cast<std::uint16_t>(hp->port);
+    hcfg.io_threads = 1;
+    http::Router routes;
+    routes
+        .Handle("GET", "/metrics",
+                [&](const http::Request&) -> http::HandlerResult {
+                  WorkerMetrics::Status status;
+                  status.draining = service.draining();
+                  status.ready = !status.draining && (link == nullptr || link->registered());
+                  http::Response r = http::Response::Text(
+                      200, (*worker_metrics)
+                                ->Scrape(loop, service, receiver.get(), kv_tiers->get(),
+                                         kv_publisher.get(), status));
+                  r.content_type = std::string(metrics::Registry::kContentType);
+                  return r;
+                })
+        .IgnoreError();
+    // Liveness: answering at all is the signal (cheap, never fails during a drain, so the kubelet
+    // does not restart a worker that is finishing its streams). /health is the older name.
+    for (const char* path : {"/live", "/health"}) {
+      routes.Handle("GET", path, [](const http::Request&) -> http::HandlerResult {
+              return http::Response::Text(200, "ok\n");
+            })
+          .IgnoreError();
+    }
+    // Readiness: the model is loaded and the KV pool allocated (both happen before this server
+    // starts), the router has us registered, and no drain has begun.
+    routes.Handle("GET", "/ready", [&](const http::Request&) -> http::HandlerResult {
+            if (service.draining()) return http::Response::Text(503, "draining\n");
+            if (link != nullptr && !link->registered()) {
+              return http::Response::Text(503, "not registered with the router\n");
+            }
+            return http::Response::Text(200, "ready\n");
+          })
+        .IgnoreError();
+    // Starts the drain exactly as SIGTERM does (the main thread runs it). GET too, because a
+    // Kubernetes httpGet preStop hook can only GET. Idempotent; answers at once.
+    const auto drain = [&](const http::Request&) -> http::HandlerResult {
+      service.SetDraining();
+      kill(getpid(), SIGTERM);
+      return http::Response::Text(200, "draining\n");
+    };
+    routes.Handle("GET", "/drain", drain).IgnoreError();
+    routes.Handle("POST", "/drain", drain).IgnoreError();
+    auto started = http::Server::Start(hcfg, std::move(routes));
+    if (!started.ok()) return Fail(absl::StrCat("metrics server: ", started.status().message()));
+    metrics_server = std::move(*started);
+  }
+  if (!cfg.port_file.empty()) {
+    absl::Status written = config::WritePortFile(
+        cfg.port_file, {bound_port, metrics_server ? static_cast<int>(metrics_server->port()) : 0});
+    if (!written.ok()) return Fail(std::string(written.message()));
+  }
+  std::cerr << RoleName(role) << " " << cfg.worker_id << " serving " << (*model)->config().name
+            << " on " << endpoint << "\n";
+
+  // The drain (docs/deployment.md, "Drain"): readiness fails and the router hears "draining" at
+  // once; what this worker holds (streams, prefills, KV reservations awaiting their handoff)
+  // finishes, bounded by --drain-timeout-ms; then it deregisters and exits 0. A second SIGTERM
+  // (the kubelet's, after the preStop hook) changes nothing; SIGINT stops at once.
   const int sig = stop.Wait();
-  std::cerr << RoleName(role) << " stopping (signal " << sig << ")\n";
-  link.reset();
+  const auto drain_start = std::chrono::steady_clock::now();
+  const auto deadline = drain_start + std::chrono::milliseconds(std::max(0, cfg.drain_timeout_ms));
+  service.SetDraining();
+  if (link != nullptr) link->HeartbeatNow();
+  std::cerr << RoleName(role) << " draining (signal " << sig << "): up to "
+            << cfg.drain_timeout_ms << " ms for in-flight work\n";
+  bool drained = false;
+  for (;;) {
+    if (service.rpcs_in_flight() == 0 && loop.load().in_flight == 0) {
+      drained = true;
+      break;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    if (auto again = stop.WaitFor(std::chrono::milliseconds(50)); again && *again == SIGINT) {
+      std::cerr << RoleName(role) << ": interrupted, stopping without finishing the drain\n";
+      break;
+    }
+  }
+  const auto drain_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::steady_clock::now() - drain_start)
+                            .count();
+  if (drained) {
+    std::cerr << RoleName(role) << " drained in " << drain_ms << " ms\n";
+  } else {
+    const serving::LoopLoad left = loop.load();
+    std::cerr << RoleName(role) << " drain ended after " << drain_ms << " ms with "
+              << left.in_flight << " requests and " << service.rpcs_in_flight()
+              << " calls left; they are cancelled (the router migrates them)\n";
+  }
+  if (link != nullptr) {
+    const bool gone = link->Deregister(drained ? "drained" : "drain deadline");
+    if (!gone) std::cerr << RoleName(role) << ": the router did not take the deregistration; "
+                         << "its lease will remove this worker\n";
+  }
   // In-flight streams get a short grace period, then are cancelled.
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   if (metrics_server) metrics_server->Shutdown(absl::Seconds(1));

@@ -15,7 +15,7 @@ void BindWorkerFlags(config::FlagSet* f, WorkerConfig* c) {
   f->String("worker-id", &c->worker_id, "worker id; set it to keep one id across restarts (default: role-<incarnation>)",
             "TANDEM_WORKER_ID");
   f->String("metrics-listen", &c->metrics_listen,
-            "HTTP address for /metrics and /health (port 0: ephemeral; empty: off)",
+            "HTTP address for /metrics, /live, /ready and /drain (port 0: ephemeral; empty: off)",
             "TANDEM_METRICS_LISTEN");
   f->String("port-file", &c->port_file,
             "write \"GRPC_PORT METRICS_PORT\" to this file once serving", "TANDEM_PORT_FILE");
@@ -35,6 +35,14 @@ void BindWorkerFlags(config::FlagSet* f, WorkerConfig* c) {
          "KV blocks reserved for a handoff are reclaimed after this", "TANDEM_HANDOFF_LEASE_MS");
   f->String("ucx-transports", &c->ucx_transports, "UCX transports (UCX_TLS syntax)",
             "TANDEM_UCX_TRANSPORTS");
+  f->String("generation", &c->generation,
+             "rollout generation (e.g. the image tag), reported to the router and in "
+             "tandem_worker_build_info",
+             "TANDEM_GENERATION");
+  f->Int("drain-timeout-ms", &c->drain_timeout_ms,
+         "on SIGTERM or /drain: longest wait for in-flight requests and KV handoffs before "
+         "exiting (keep it below the orchestrator's grace period)",
+         "TANDEM_DRAIN_TIMEOUT_MS");
   BindKvTierFlags(f, &c->kv_tiers);
 }
 

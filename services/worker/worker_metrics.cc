@@ -1,5 +1,7 @@
 #include "worker_metrics.h"
 
+#include "tandem/config/build_info.h"
+
 namespace tandem::worker {
 namespace {
 
@@ -13,7 +15,8 @@ absl::StatusOr<M*> Child(absl::StatusOr<metrics::Family<M>*> family,
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(const std::string& role,
-                                                                     const std::string& worker_id) {
+                                                                     const std::string& worker_id,
+                                                                     const BuildLabels& build) {
   std::unique_ptr<WorkerMetrics> m(new WorkerMetrics());
   const std::vector<std::string> names = {"role", "worker"};
   const std::vector<std::string> labels = {role, worker_id};
@@ -35,6 +38,19 @@ absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(const std::
        "KV blocks reserved for handoffs that have not been committed."},
       {&m->kv_active_handoffs_, "tandem_worker_kv_active_handoffs",
        "KV handoffs reserved and not yet committed, abandoned or expired."},
+      {&m->ready_, "tandem_worker_ready",
+       "1 when GET /ready answers 200: registered with the router (if any) and not draining."},
+      {&m->draining_, "tandem_worker_draining",
+       "1 from SIGTERM or /drain until exit: the worker takes no new work."},
+      {&m->rpcs_in_flight_, "tandem_worker_rpcs_in_flight",
+       "ReserveKv, Prefill and Generate calls not yet returned (a drain waits for 0)."},
+      {&m->kv_utilization_, "tandem_worker_kv_utilization",
+       "Fraction of the device KV pool neither free nor evictable (decode scaling signal)."},
+      {&m->prefill_queued_tokens_, "tandem_worker_prefill_queued_tokens",
+       "Prompt tokens admitted and not yet computed (prefill scaling signal)."},
+      {&m->prefill_tokens_per_second_, "tandem_worker_prefill_tokens_per_second",
+       "Prompt tokens computed per second of prefill step time, measured between scrapes and "
+       "kept while idle."},
   };
   for (const GaugeSpec& g : gauges) {
     auto child = Child(r.AddGauge(g.name, g.help, names), labels);
@@ -60,6 +76,12 @@ absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(const std::
        "Engine steps that computed prompt tokens."},
       {&m->prefill_chunks_, "tandem_worker_prefill_chunks_total",
        "Prompt chunks computed; above prefill steps when prompts share a forward."},
+      {&m->prefill_tokens_, "tandem_worker_prefill_tokens_total",
+       "Prompt tokens computed by forwards (prefix-cache hits excluded)."},
+      {&m->prefill_busy_seconds_, "tandem_worker_prefill_busy_seconds_total",
+       "Wall time of engine steps that computed prompt tokens."},
+      {&m->requests_while_draining_, "tandem_worker_requests_while_draining_total",
+       "New requests that arrived after the drain began (a router that had not heard yet)."},
   };
   for (const CounterSpec& c : counters) {
     auto child = Child(r.AddCounter(c.name, c.help, names), labels);
@@ -67,6 +89,16 @@ absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(const std::
     c.slot->counter = *child;
   }
   if (absl::Status st = m->AddTierMetrics(labels); !st.ok()) return st;
+  // Constant 1; the labels say what runs (the Prometheus convention for build identity).
+  const config::BuildInfo& b = config::GetBuildInfo();
+  auto info = Child(r.AddGauge("tandem_worker_build_info",
+                               "1, labelled with the build and rollout identity of this worker.",
+                               {"role", "worker", "version", "commit", "generation",
+                                "kv_layout_id"}),
+                    {role, worker_id, b.version, b.git_commit, build.generation,
+                     build.kv_layout_id});
+  if (!info.ok()) return info.status();
+  (*info)->Set(1);
   return m;
 }
 
@@ -192,7 +224,7 @@ void WorkerMetrics::SampleTiers(const engine::KvTierStats& e, std::int64_t devic
 
 std::string WorkerMetrics::Scrape(serving::EngineLoop& loop, const WorkerService& service,
                                   const KvReceiver* receiver, const kv::TieredKvStore* store,
-                                  const KvEventPublisher* publisher) {
+                                  const KvEventPublisher* publisher, const Status& status) {
   engine::KvTierStats tier_stats;
   std::int64_t device_blocks = 0;
   std::int64_t device_block_bytes = 0;
@@ -226,6 +258,23 @@ std::string WorkerMetrics::Scrape(serving::EngineLoop& loop, const WorkerService
   engine_steps_.Sync(static_cast<double>(load.steps));
   prefill_steps_.Sync(static_cast<double>(load.prefill_steps));
   prefill_chunks_.Sync(static_cast<double>(load.prefill_chunks));
+  prefill_tokens_.Sync(static_cast<double>(load.prefill_tokens));
+  prefill_busy_seconds_.Sync(load.prefill_busy_seconds);
+  prefill_queued_tokens_->Set(static_cast<double>(load.queued_prefill_tokens));
+  if (load.prefill_busy_seconds > speed_last_busy_) {
+    prefill_tokens_per_second_->Set(
+        static_cast<double>(load.prefill_tokens - speed_last_tokens_) /
+        (load.prefill_busy_seconds - speed_last_busy_));
+    speed_last_busy_ = load.prefill_busy_seconds;
+    speed_last_tokens_ = load.prefill_tokens;
+  }
+  kv_utilization_->Set(load.total_blocks > 0 ? 1.0 - static_cast<double>(load.free_blocks) /
+                                                         load.total_blocks
+                                             : 0.0);
+  ready_->Set(status.ready ? 1 : 0);
+  draining_->Set(status.draining ? 1 : 0);
+  rpcs_in_flight_->Set(service.rpcs_in_flight());
+  requests_while_draining_.Sync(static_cast<double>(service.requests_while_draining_total()));
   if (receiver != nullptr) {
     const KvReceiverStats s = receiver->stats();
     kv_reserved_blocks_->Set(s.reserved_blocks);

@@ -19,13 +19,24 @@ namespace tandem::worker {
 // receiver); a scrape samples them, so the hot path pays nothing for metrics.
 class WorkerMetrics {
  public:
+  // Constant labels of tandem_worker_build_info besides role and worker.
+  struct BuildLabels {
+    std::string generation;    // --generation
+    std::string kv_layout_id;  // what a prefill/decode pair must share (KvDiskSubdir)
+  };
   static absl::StatusOr<std::unique_ptr<WorkerMetrics>> Create(const std::string& role,
-                                                               const std::string& worker_id);
+                                                               const std::string& worker_id,
+                                                               const BuildLabels& build);
 
+  // Process state the components do not hold.
+  struct Status {
+    bool ready = false;     // what GET /ready answers
+    bool draining = false;  // SIGTERM or /drain received
+  };
   // `store` and `publisher` may be null (no lower tiers, no router).
   std::string Scrape(serving::EngineLoop& loop, const WorkerService& service,
                      const KvReceiver* receiver, const kv::TieredKvStore* store,
-                     const KvEventPublisher* publisher);
+                     const KvEventPublisher* publisher, const Status& status);
   // One completed lower-tier fetch (engine thread); counted under the slowest tier it read.
   void ObserveFetch(const engine::TierFetchReport& report);
 
@@ -51,6 +62,19 @@ class WorkerMetrics {
   metrics::Gauge* kv_total_blocks_ = nullptr;
   metrics::Gauge* kv_reserved_blocks_ = nullptr;
   metrics::Gauge* kv_active_handoffs_ = nullptr;
+  // Scaling and lifecycle signals (docs/deployment.md).
+  metrics::Gauge* ready_ = nullptr;
+  metrics::Gauge* draining_ = nullptr;
+  metrics::Gauge* rpcs_in_flight_ = nullptr;
+  metrics::Gauge* kv_utilization_ = nullptr;
+  metrics::Gauge* prefill_queued_tokens_ = nullptr;
+  metrics::Gauge* prefill_tokens_per_second_ = nullptr;
+  CounterSource prefill_tokens_;
+  CounterSource prefill_busy_seconds_;
+  CounterSource requests_while_draining_;
+  // Speed over the busy time between two scrapes; kept while idle (a capacity, not a load).
+  std::int64_t speed_last_tokens_ = 0;
+  double speed_last_busy_ = 0;
   CounterSource cancelled_;
   CounterSource handoffs_expired_;
   CounterSource handoffs_completed_;

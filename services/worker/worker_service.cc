@@ -37,6 +37,10 @@ absl::Status ValidateCommon(const v1::ApiVersion& version, const std::string& re
 
 }  // namespace
 
+void WorkerService::CountIfDraining() {
+  if (draining_.load()) requests_while_draining_.fetch_add(1);
+}
+
 absl::StatusOr<kv::TrafficClass> WorkerService::TrafficClassOf(const std::string& name) const {
   if (name.empty()) return default_class_;
   auto cls = kv::ParseTrafficClass(name);
@@ -62,11 +66,14 @@ v1::WorkerLoad WorkerService::CurrentLoad() const {
   out.set_waiting_requests(l.waiting);
   out.set_free_kv_blocks(l.free_blocks);
   out.set_total_kv_blocks(l.total_blocks);
+  out.set_draining(draining_.load());
   return out;
 }
 
 grpc::Status WorkerService::ReserveKv(grpc::ServerContext*, const v1::ReserveKvRequest* request,
                                       v1::ReserveKvResponse* response) {
+  ScopedCount rpc(&rpcs_in_flight_);
+  CountIfDraining();
   if (receiver_ == nullptr) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         "this worker does not receive KV (not a decode worker)");
@@ -90,6 +97,8 @@ grpc::Status WorkerService::ReserveKv(grpc::ServerContext*, const v1::ReserveKvR
 grpc::Status WorkerService::Prefill(grpc::ServerContext* context,
                                     const v1::PrefillRequest* request,
                                     v1::PrefillResponse* response) {
+  ScopedCount rpc(&rpcs_in_flight_);
+  CountIfDraining();
   if (sender_ == nullptr) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         "this worker does not send KV (not a prefill worker)");
@@ -185,6 +194,8 @@ grpc::Status WorkerService::Prefill(grpc::ServerContext* context,
 grpc::Status WorkerService::Generate(grpc::ServerContext* context,
                                      const v1::GenerateRequest* request,
                                      grpc::ServerWriter<v1::GenerateResponse>* writer) {
+  ScopedCount rpc(&rpcs_in_flight_);
+  if (request->handoff_id().empty()) CountIfDraining();
   absl::Status valid = ValidateCommon(request->version(), request->request_id(),
                                       request->prompt_token_ids_size());
   if (!valid.ok()) return rpc::ToGrpc(valid);

@@ -33,8 +33,17 @@ class WorkerService final : public v1::Worker::Service {
   grpc::Status Health(grpc::ServerContext* context, const v1::HealthRequest* request,
                       v1::HealthResponse* response) override;
 
-  v1::WorkerLoad CurrentLoad() const;
+  v1::WorkerLoad CurrentLoad() const;  // carries draining()
   int active_streams() const { return active_streams_.load(); }
+  // ReserveKv, Prefill and Generate calls between arrival and return. A drain waits for zero:
+  // a Prefill returns only after its KV handoff was written and flushed, so this also covers
+  // the handoffs this worker started.
+  int rpcs_in_flight() const { return rpcs_in_flight_.load(); }
+  // From now on CurrentLoad() tells the router not to send new work. Work that still arrives
+  // (a router that has not heard yet) is served, and counted.
+  void SetDraining() { draining_.store(true); }
+  bool draining() const { return draining_.load(); }
+  std::int64_t requests_while_draining_total() const { return requests_while_draining_.load(); }
   std::int64_t cancelled_total() const { return cancelled_total_.load(); }
   std::uint64_t kv_sent_bytes_total() const { return kv_sent_bytes_total_.load(); }
 
@@ -52,7 +61,13 @@ class WorkerService final : public v1::Worker::Service {
   serving::EngineLoop* loop_;
   KvReceiver* receiver_;
   KvSender* sender_;
+  // New work (not the Generate that completes a handoff reserved earlier) arriving mid-drain.
+  void CountIfDraining();
+
   std::atomic<int> active_streams_{0};
+  std::atomic<int> rpcs_in_flight_{0};
+  std::atomic<bool> draining_{false};
+  std::atomic<std::int64_t> requests_while_draining_{0};
   std::atomic<std::int64_t> cancelled_total_{0};
   std::atomic<std::uint64_t> kv_sent_bytes_total_{0};
 };

@@ -27,7 +27,7 @@ tandem_podman_flags "$image" true ||
 run() { podman run --rm --network=none "${TANDEM_PODMAN_FLAGS[@]}" "$image" "$@"; }
 
 out=$(run tandem-router --version 2>&1)
-if [[ "$out" =~ ^tandem-router\ [0-9]+\.[0-9]+\.[0-9]+\ \(commit\ [0-9a-z]+, ]]; then
+if [[ "$out" =~ ^tandem-router\ [0-9]+\.[0-9]+\.[0-9]+\ \(commit\ [0-9a-z-]+, ]]; then
   pass "tandem-router --version: $out"
 else
   fail "tandem-router --version printed: $out"

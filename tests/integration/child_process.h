@@ -13,6 +13,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -52,6 +53,23 @@ class ChildProcess {
     int status = 0;
     waitpid(pid_, &status, 0);
     pid_ = -1;
+  }
+
+  // Waits up to `timeout` for the child to exit by itself and reaps it: its exit code, -signal
+  // when a signal ended it, nullopt when it is still running (left running).
+  std::optional<int> WaitExit(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (pid_ > 0) {
+      int status = 0;
+      const pid_t r = waitpid(pid_, &status, WNOHANG);
+      if (r == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+      }
+      if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return std::nullopt;
   }
 
   bool running() const { return pid_ > 0 && ::kill(pid_, 0) == 0; }

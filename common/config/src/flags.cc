@@ -111,6 +111,10 @@ absl::Status FlagSet::Parse(int argc, const char* const* argv, const EnvLookup& 
       help_requested_ = true;
       continue;
     }
+    if (arg == "--version") {
+      version_requested_ = true;
+      continue;
+    }
     if (arg.rfind("--", 0) != 0) {
       positional_.push_back(arg);
       continue;
@@ -158,6 +162,7 @@ std::string FlagSet::Help() const {
     if (!f.env.empty()) absl::StrAppend(&out, " [env ", f.env, "]");
     absl::StrAppend(&out, "\n");
   }
+  absl::StrAppend(&out, "  --help, --version  print this, or the build's version and commit, and exit\n");
   return out;
 }
 

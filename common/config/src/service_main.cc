@@ -2,6 +2,8 @@
 
 #include <pthread.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -9,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "tandem/config/build_info.h"
 
 namespace tandem::config {
 
@@ -20,6 +23,10 @@ absl::optional<int> ParseServiceFlags(FlagSet& flags, int argc, const char* cons
   }
   if (flags.help_requested()) {
     std::cout << flags.Help();
+    return 0;
+  }
+  if (flags.version_requested()) {
+    std::cout << VersionLine(flags.program()) << "\n";
     return 0;
   }
   return absl::nullopt;
@@ -59,6 +66,14 @@ StopSignals::StopSignals() {
   sigaddset(&set_, SIGINT);
   sigaddset(&set_, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+}
+
+absl::optional<int> StopSignals::WaitFor(std::chrono::milliseconds timeout) {
+  const auto ms = std::max<std::int64_t>(0, timeout.count());
+  timespec ts{static_cast<time_t>(ms / 1000), static_cast<long>((ms % 1000) * 1000000)};
+  const int sig = sigtimedwait(&set_, nullptr, &ts);
+  if (sig < 0) return absl::nullopt;  // EAGAIN (timeout) or EINTR
+  return sig;
 }
 
 int StopSignals::Wait() {

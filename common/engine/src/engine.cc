@@ -344,7 +344,10 @@ absl::StatusOr<std::vector<StepOutput>> Engine::Step() {
   int logit_rows = 0;
   int prefill_chunks = 0;
   for (const ScheduledChunk& c : batch) {
-    if (c.seq->num_computed < c.seq->prompt_len) ++prefill_chunks;
+    if (c.seq->num_computed < c.seq->prompt_len) {
+      ++prefill_chunks;
+      num_prefill_tokens_ += std::min(c.num_tokens, c.seq->prompt_len - c.seq->num_computed);
+    }
     model::SequenceChunk chunk;
     chunk.tokens = std::span<const std::int32_t>(c.seq->tokens).subspan(c.seq->num_computed,
                                                                        c.num_tokens);
@@ -407,6 +410,13 @@ EngineStats Engine::stats() const {
   s.num_steps = num_steps_;
   s.num_prefill_steps = num_prefill_steps_;
   s.num_prefill_chunks = num_prefill_chunks_;
+  s.num_prefill_tokens = num_prefill_tokens_;
+  // A preempted sequence recomputes its generated tokens too, hence num_remaining() off the batch.
+  for (const Sequence* seq : waiting_) s.queued_prefill_tokens += seq->num_remaining();
+  for (const Sequence* seq : fetching_) s.queued_prefill_tokens += seq->num_remaining();
+  for (const Sequence* seq : running_) {
+    s.queued_prefill_tokens += std::max(0, seq->prompt_len - seq->num_computed);
+  }
   return s;
 }
 

@@ -1,5 +1,6 @@
 #include "tandem/serving/engine_loop.h"
 
+#include <chrono>
 #include <future>
 #include <utility>
 
@@ -113,7 +114,15 @@ void EngineLoop::Run() {
     }
     for (Task& task : tasks) task();
     if (engine_->HasPendingWork()) {
+      const std::int64_t prefill_before = engine_->num_prefill_tokens();
+      const auto step_start = std::chrono::steady_clock::now();
       auto outputs = engine_->Step();
+      // A mixed step is charged whole to prefill: on a prefill worker steps are nearly all
+      // prompt tokens, and on a decode worker the figure is not used.
+      if (engine_->num_prefill_tokens() != prefill_before) {
+        prefill_busy_seconds_ +=
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
+      }
       if (outputs.ok()) {
         Dispatch(*outputs);
       } else {
@@ -173,6 +182,9 @@ void EngineLoop::PublishLoad() {
   load_.steps = stats.num_steps;
   load_.prefill_steps = stats.num_prefill_steps;
   load_.prefill_chunks = stats.num_prefill_chunks;
+  load_.prefill_tokens = stats.num_prefill_tokens;
+  load_.queued_prefill_tokens = stats.queued_prefill_tokens;
+  load_.prefill_busy_seconds = prefill_busy_seconds_;
 }
 
 void EngineLoop::EndAll(engine::FinishReason reason, const std::string& error) {

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "gtest/gtest.h"
+#include "tandem/config/build_info.h"
 
 namespace tandem::config {
 namespace {
@@ -21,8 +22,18 @@ TEST(ServiceMain, ParseServiceFlagsStopsForHelpAndBadFlagsOnly) {
   EXPECT_EQ(run({"--port=5"}), absl::nullopt);
   EXPECT_EQ(port, 5);
   EXPECT_EQ(run({"--help"}), absl::optional<int>(0));
+  EXPECT_EQ(run({"--version"}), absl::optional<int>(0));
   EXPECT_EQ(run({"--port=x"}), absl::optional<int>(2));
   EXPECT_EQ(run({"--nope"}), absl::optional<int>(2));
+}
+
+TEST(ServiceMain, VersionLineNamesProgramVersionAndCommit) {
+  const BuildInfo& b = GetBuildInfo();
+  EXPECT_FALSE(b.version.empty());
+  EXPECT_FALSE(b.git_commit.empty());
+  const std::string line = VersionLine("tandem-router");
+  EXPECT_EQ(line.rfind("tandem-router " + b.version, 0), 0u) << line;
+  EXPECT_NE(line.find(b.git_commit), std::string::npos) << line;
 }
 
 TEST(ServiceMain, HostPortParsesAddressesAndNamesTheFlagOnError) {

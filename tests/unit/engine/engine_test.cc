@@ -455,3 +455,31 @@ TEST_F(EngineTest, PoolSizedFromMemoryBudget) {
 
 }  // namespace
 }  // namespace tandem::engine
+
+// The prefill autoscaling signals (docs/deployment.md): queued prompt tokens fall by exactly what
+// each step computes, and the computed total ends at the prompts' length.
+namespace tandem::engine {
+namespace {
+
+TEST_F(EngineTest, StatsCountQueuedAndComputedPromptTokens) {
+  EngineConfig cfg = SmallConfig();
+  cfg.max_batch_tokens = 5;
+  cfg.enable_prefix_caching = false;  // every prompt token is computed
+  auto engine = MakeEngine(cfg);
+  const std::vector<std::int32_t> a = {3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14};
+  const std::vector<std::int32_t> b = {20, 21, 22, 23, 24, 25, 26};
+  ASSERT_TRUE(engine->AddRequest("a", a, Greedy(3)).ok());
+  ASSERT_TRUE(engine->AddRequest("b", b, Greedy(3)).ok());
+  EXPECT_EQ(engine->stats().queued_prefill_tokens, 19);
+  EXPECT_EQ(engine->stats().num_prefill_tokens, 0);
+  ASSERT_TRUE(engine->Step().ok());
+  EXPECT_EQ(engine->stats().num_prefill_tokens, 5);
+  EXPECT_EQ(engine->num_prefill_tokens(), 5);
+  EXPECT_EQ(engine->stats().queued_prefill_tokens, 14);
+  while (engine->HasPendingWork()) ASSERT_TRUE(engine->Step().ok());
+  EXPECT_EQ(engine->stats().num_prefill_tokens, 19);
+  EXPECT_EQ(engine->stats().queued_prefill_tokens, 0);
+}
+
+}  // namespace
+}  // namespace tandem::engine

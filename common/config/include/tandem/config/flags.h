@@ -42,7 +42,9 @@ class FlagSet {
 
   absl::Status Parse(int argc, const char* const* argv, const EnvLookup& env);
   bool help_requested() const { return help_requested_; }
+  bool version_requested() const { return version_requested_; }
   std::string Help() const;
+  const std::string& program() const { return program_; }
   // Positional arguments left after the flags.
   const std::vector<std::string>& positional() const { return positional_; }
 
@@ -66,6 +68,7 @@ class FlagSet {
   std::vector<Flag> flags_;
   std::vector<std::string> positional_;
   bool help_requested_ = false;
+  bool version_requested_ = false;
 };
 
 }  // namespace tandem::config

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <csignal>
 #include <string>
 #include <vector>
@@ -36,6 +37,9 @@ class StopSignals {
   StopSignals();
   // Blocks until SIGINT or SIGTERM arrives; returns its number.
   int Wait();
+  // As Wait, for at most `timeout`: nullopt when none arrived (how a drain polls for its end and
+  // still hears a second signal).
+  absl::optional<int> WaitFor(std::chrono::milliseconds timeout);
 
  private:
   sigset_t set_;

@@ -104,6 +104,12 @@ struct EngineStats {
   // one means prompts were batched into one forward.
   std::int64_t num_prefill_steps = 0;
   std::int64_t num_prefill_chunks = 0;
+  // Prompt tokens computed by forwards (prefix-cache hits excluded; recomputation after a
+  // preemption included): the work a prefill autoscaler measures speed in.
+  std::int64_t num_prefill_tokens = 0;
+  // Prompt tokens still to compute over waiting, fetching and partially prefilled sequences
+  // (waiting ones counted whole: their prefix-cache hits are only known at admission).
+  std::int64_t queued_prefill_tokens = 0;
 };
 
 // Continuous-batching engine over one model. Not thread-safe: one caller drives Step().
@@ -170,6 +176,8 @@ class Engine {
 
   bool HasPendingWork() const;
   EngineStats stats() const;
+  // stats().num_prefill_tokens without walking the queues (the loop reads it around every step).
+  std::int64_t num_prefill_tokens() const { return num_prefill_tokens_; }
   BlockManager& block_manager() { return *blocks_; }
   KvTierStats kv_tier_stats() const;
   // Called on the thread driving the engine, once per completed lower-tier fetch.
@@ -241,6 +249,7 @@ class Engine {
   std::int64_t num_steps_ = 0;
   std::int64_t num_prefill_steps_ = 0;
   std::int64_t num_prefill_chunks_ = 0;
+  std::int64_t num_prefill_tokens_ = 0;
 };
 
 }  // namespace tandem::engine

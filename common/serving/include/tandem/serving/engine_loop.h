@@ -45,6 +45,11 @@ struct LoopLoad {
   std::int64_t steps = 0;
   std::int64_t prefill_steps = 0;   // steps that computed prompt tokens
   std::int64_t prefill_chunks = 0;  // prompt chunks those steps computed
+  std::int64_t prefill_tokens = 0;  // prompt tokens those steps computed
+  std::int64_t queued_prefill_tokens = 0;  // prompt tokens admitted and not yet computed
+  // Wall time of the steps that computed prompt tokens: prefill_tokens / this is the prefill
+  // speed this worker measured on its own work (what a prefill autoscaler divides backlog by).
+  double prefill_busy_seconds = 0;
 };
 
 // Owns an Engine and drives it on one thread: the engine is single-threaded by design, and every
@@ -115,6 +120,7 @@ class EngineLoop {
   };
   absl::flat_hash_map<std::string, Active> active_;
   int reserved_places_ = 0;
+  double prefill_busy_seconds_ = 0;
 
   std::thread thread_;
 };
