@@ -24,7 +24,8 @@ std::uint64_t HandoffFlagValue(const std::string& handoff_id);
 
 struct KvReceiverStats {
   int active_handoffs = 0;
-  int reserved_blocks = 0;
+  int reserved_blocks = 0;     // held by handoffs not yet committed, quarantined ones included
+  int quarantined_blocks = 0;  // of abandoned handoffs whose sender may still write them
   std::int64_t expired_total = 0;
   std::int64_t completed_total = 0;
 };
@@ -50,7 +51,16 @@ class KvReceiver {
                       const engine::SamplingParams& params, kv::TrafficClass traffic_class,
                       serving::UpdateSink sink, int resumed_tokens = 0);
 
-  // Gives a reservation back now (prefill failed, request cancelled). Unknown ids are ignored.
+  // Gives a reservation back (prefill failed, request cancelled): the engine place at once, the
+  // blocks once no write of the handoff can land in them any more. Unknown ids are ignored.
+  //
+  // Why not the blocks at once: the prefill worker may still be writing them (it learns of the
+  // cancellation late, or never while a network partition lasts), and the one-sided writes would
+  // land in whatever request the blocks were given to next: its KV silently overwritten, or its
+  // flags set to the abandoned handoff's value, so that its Commit waits out the lease and fails.
+  // So the blocks stay quarantined until every flag shows the abandoned handoff's value (the
+  // sender wrote its last byte; flags go after a fence) or the lease ends (the sender's
+  // transfer deadline is the lease, too).
   void Abandon(const std::string& request_id);
 
   KvReceiverStats stats() const;
@@ -62,6 +72,7 @@ class KvReceiver {
     std::uint64_t flag_value = 0;
     std::chrono::steady_clock::time_point deadline;
     bool committing = false;  // Commit owns it; the sweeper keeps off
+    bool abandoned = false;   // quarantined: no request owns it, its blocks wait (see Abandon)
   };
 
   KvReceiver(serving::EngineLoop* loop, transport::TransferAgent* agent, std::string worker_id);

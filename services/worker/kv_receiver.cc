@@ -140,7 +140,7 @@ absl::Status KvReceiver::Commit(const std::string& handoff_id, const std::string
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = handoffs_.find(handoff_id);
-    if (it == handoffs_.end()) {
+    if (it == handoffs_.end() || it->second.abandoned) {
       return absl::NotFoundError(absl::StrCat("no KV handoff ", handoff_id,
                                               " (expired, already used, or never reserved)"));
     }
@@ -196,9 +196,14 @@ void KvReceiver::Abandon(const std::string& request_id) {
     if (r == by_request_.end()) return;
     auto it = handoffs_.find(r->second);
     if (it == handoffs_.end() || it->second.committing) return;
-    blocks = std::move(it->second.blocks);
-    handoffs_.erase(it);
+    // The request id is free again at once (a retry may reserve under it).
     by_request_.erase(r);
+    if (AllFlagsSet(it->second)) {
+      blocks = std::move(it->second.blocks);  // the sender is done: nothing more will land
+      handoffs_.erase(it);
+    } else {
+      it->second.abandoned = true;  // the sweeper frees the blocks (see Abandon's comment)
+    }
   }
   loop_->ReleasePlace();
   ReleaseBlocks(std::move(blocks));
@@ -215,15 +220,20 @@ void KvReceiver::ReleaseBlocks(std::vector<std::int32_t> blocks) {
 
 void KvReceiver::Sweep() {
   for (;;) {
-    std::vector<std::vector<std::int32_t>> expired;
+    std::vector<std::vector<std::int32_t>> expired, quarantine_over;
     {
       std::unique_lock<std::mutex> lock(mu_);
       if (stop_cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return stopping_; })) return;
       const auto now = Clock::now();
       for (auto it = handoffs_.begin(); it != handoffs_.end();) {
-        if (!it->second.committing && now > it->second.deadline) {
-          expired.push_back(std::move(it->second.blocks));
-          by_request_.erase(it->second.request_id);
+        Handoff& h = it->second;
+        if (h.abandoned && (AllFlagsSet(h) || now > h.deadline)) {
+          // Out of quarantine; its place went back when it was abandoned.
+          quarantine_over.push_back(std::move(h.blocks));
+          handoffs_.erase(it++);
+        } else if (!h.abandoned && !h.committing && now > h.deadline) {
+          expired.push_back(std::move(h.blocks));
+          by_request_.erase(h.request_id);
           handoffs_.erase(it++);
           ++expired_total_;
         } else {
@@ -235,14 +245,21 @@ void KvReceiver::Sweep() {
       loop_->ReleasePlace();
       ReleaseBlocks(std::move(blocks));
     }
+    for (auto& blocks : quarantine_over) ReleaseBlocks(std::move(blocks));
   }
 }
 
 KvReceiverStats KvReceiver::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   KvReceiverStats s;
-  s.active_handoffs = static_cast<int>(handoffs_.size());
-  for (const auto& [id, h] : handoffs_) s.reserved_blocks += static_cast<int>(h.blocks.size());
+  for (const auto& [id, h] : handoffs_) {
+    s.reserved_blocks += static_cast<int>(h.blocks.size());
+    if (h.abandoned) {
+      s.quarantined_blocks += static_cast<int>(h.blocks.size());
+    } else {
+      ++s.active_handoffs;
+    }
+  }
   s.expired_total = expired_total_;
   s.completed_total = completed_total_;
   return s;

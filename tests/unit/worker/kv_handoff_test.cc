@@ -392,17 +392,58 @@ TEST_F(KvHandoffTest, LeaseExpiryGivesTheBlocksBack) {
   EXPECT_TRUE(receiver_->Reserve("orphan", 10, milliseconds(1000)).ok());
 }
 
-TEST_F(KvHandoffTest, AbandonGivesTheBlocksBackAtOnce) {
+// Abandon (the router cancelled: client gone, prefill failed) gives the engine place and the
+// request id back at once, but the blocks only when no write can land in them any more: here no
+// sender ever wrote, so at the end of the lease.
+TEST_F(KvHandoffTest, AbandonGivesThePlaceBackAtOnceAndTheBlocksAfterTheLease) {
   Start();
   const int free_before = DecodeFreeBlocks();
-  auto reserved = receiver_->Reserve("x", 20, milliseconds(60000));
+  auto reserved = receiver_->Reserve("x", 20, milliseconds(300));
   ASSERT_TRUE(reserved.ok());
   EXPECT_EQ(DecodeFreeBlocks(), free_before - 5);
   receiver_->Abandon("x");
   receiver_->Abandon("never-reserved");  // ignored
-  EXPECT_EQ(DecodeFreeBlocks(), free_before);
+  EXPECT_EQ(receiver_->stats().active_handoffs, 0);
+  EXPECT_EQ(receiver_->stats().quarantined_blocks, 5);
+  EXPECT_EQ(DecodeFreeBlocks(), free_before - 5) << "blocks a sender may still write were freed";
+  Collector& c = NewCollector();
+  EXPECT_EQ(receiver_->Commit(reserved->handoff_id(), "x", std::vector<std::int32_t>(20, 1), 5,
+                              Greedy(2), kv::TrafficClass::kChat, c.sink())
+                .code(),
+            absl::StatusCode::kNotFound);
+  auto again = receiver_->Reserve("x", 4, milliseconds(300));  // the id is free again
+  ASSERT_TRUE(again.ok()) << again.status();
+  receiver_->Abandon("x");
+  EXPECT_TRUE(WaitFor([&] { return DecodeFreeBlocks() == free_before; }));
   EXPECT_EQ(receiver_->stats().reserved_blocks, 0);
+  EXPECT_EQ(receiver_->stats().quarantined_blocks, 0);
   EXPECT_EQ(receiver_->stats().expired_total, 0);
+}
+
+// The race the soak test found: a client leaves while its prompt is being prefilled; the router
+// cancels the reservation, and the prefill worker, not told yet, writes the KV anyway. Had the
+// blocks gone back at once, the next reservation would hold them when the late writes land: its
+// KV overwritten, its flags set to the old handoff's value (its Commit then waits out the lease
+// and fails). Quarantined, they are handed out again only after the late sender's flags show it
+// is done, and then with their flags reset.
+TEST_F(KvHandoffTest, AnAbandonedHandoffsLateWritesNeverReachTheNextReservation) {
+  Start(/*decode_blocks=*/4);  // the whole pool: a new reservation could only reuse these blocks
+  const std::vector<std::int32_t> prompt(4 * kBlockSize - 1, 9);
+  const Prepared old = ReserveAndPrefill("old", prompt, milliseconds(30000));
+  receiver_->Abandon("old");
+  EXPECT_EQ(receiver_->Reserve("new", static_cast<int>(prompt.size()), milliseconds(30000))
+                .status()
+                .code(),
+            absl::StatusCode::kResourceExhausted)
+      << "the abandoned handoff's blocks were handed out while its sender may still write";
+  // The late sender finishes: every flag shows its value, nothing more can land.
+  ASSERT_TRUE(sender_->Send(old.target, old.held, Clock::now() + std::chrono::seconds(10)).ok());
+  ASSERT_TRUE(prefill_->ReleaseHeldKv("old").ok());
+  ASSERT_TRUE(WaitFor([&] { return DecodeFreeBlocks() == 4; })) << "quarantine never ended";
+  auto fresh = receiver_->Reserve("new", static_cast<int>(prompt.size()), milliseconds(30000));
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_EQ(Flags(*fresh), std::vector<std::uint64_t>(4, 0));
+  receiver_->Abandon("new");
 }
 
 TEST_F(KvHandoffTest, ReserveAndCommitRefuseWhatTheyCannotHonour) {
