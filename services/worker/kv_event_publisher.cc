@@ -35,6 +35,9 @@ KvEventPublisher::KvEventPublisher(std::shared_ptr<grpc::Channel> channel,
     : options_(std::move(options)),
       store_(store),
       stub_(v1::RouterControl::NewStub(std::move(channel))) {
+  for (const auto& [hash, copies] : options_.initial_device_blocks) {
+    mirror_[v1::KV_TIER_DEVICE][hash] = copies;
+  }
   if (store_ != nullptr) {
     // A warm restart's disk blocks are in here: the first snapshot re-announces them.
     const kv::StoreSnapshot snapshot = store_->Snapshot();

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -30,6 +31,10 @@ struct KvEventPublisherOptions {
   std::size_t max_batch_events = 512;
   std::chrono::milliseconds poll_interval{10};  // how often the tier event log is read
   std::chrono::milliseconds max_backoff{5000};  // between attempts to reach the router
+  // Device blocks (hash, copies) held before this publisher existed: a publisher created for a
+  // router that appeared later starts from what the others already announced (RouterFanout
+  // creates it on the engine thread, so no device event falls between the copy and the start).
+  std::vector<std::pair<std::uint64_t, int>> initial_device_blocks;
 };
 
 struct KvEventPublisherStats {

@@ -5,11 +5,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <random>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
@@ -24,7 +26,7 @@
 #include "kv_event_publisher.h"
 #include "kv_handoff.h"
 #include "kv_tiers.h"
-#include "router_link.h"
+#include "router_fanout.h"
 #include "worker_metrics.h"
 #include "worker_config.h"
 #include "worker_service.h"
@@ -94,15 +96,10 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
   auto worker_metrics = WorkerMetrics::Create(RoleName(role), cfg.worker_id,
                                               {cfg.generation, kv_layout_id});
   if (!worker_metrics.ok()) return Fail(std::string(worker_metrics.status().message()));
-  std::unique_ptr<KvEventPublisher> kv_publisher;
-  if (!cfg.router.empty()) {
-    KvEventPublisherOptions popts;
-    popts.worker_id = cfg.worker_id;
-    popts.incarnation = incarnation;
-    kv_publisher = std::make_unique<KvEventPublisher>(
-        grpc::CreateChannel(cfg.router, grpc::InsecureChannelCredentials()), popts,
-        kv_tiers->get());
-  }
+  // Every router replica behind --router: registration, heartbeats, KV event streams. Declared
+  // before the engine loop so that it outlives the engine that sends it device events.
+  std::unique_ptr<RouterFanout> routers;
+  std::atomic<RouterFanout*> device_events_to{nullptr};
 
   engine::EngineConfig ecfg;
   ecfg.block_size = cfg.block_size;
@@ -114,9 +111,10 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
   ApplyDeviceDemotion(cfg.kv_tiers, &ecfg);
   auto engine = engine::Engine::Create(model->get(), backend.get(), ecfg);
   if (!engine.ok()) return Fail(absl::StrCat("engine: ", engine.status().message()));
-  if (kv_publisher != nullptr) {
-    (*engine)->block_manager().SetEventListener(
-        [p = kv_publisher.get()](const engine::KvCacheEvent& e) { p->OnDeviceEvent(e); });
+  if (!cfg.router.empty()) {
+    (*engine)->block_manager().SetEventListener([&device_events_to](const engine::KvCacheEvent& e) {
+      if (RouterFanout* r = device_events_to.load()) r->OnDeviceEvent(e);
+    });
   }
   (*engine)->SetTierFetchObserver(
       [m = worker_metrics->get()](const engine::TierFetchReport& r) { m->ObserveFetch(r); });
@@ -156,7 +154,6 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
 
   const std::string endpoint = absl::StrCat(cfg.advertise_host, ":", bound_port);
 
-  std::unique_ptr<RouterLink> link;
   if (!cfg.router.empty()) {
     v1::WorkerInfo info;
     info.set_worker_id(cfg.worker_id);
@@ -171,13 +168,32 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
     info.set_incarnation(incarnation);
     info.set_generation(cfg.generation);
     info.set_kv_layout_id(kv_layout_id);
-    RouterLink::KvSync kv_sync;
-    kv_sync.last_event_seq = [p = kv_publisher.get()] { return p->last_sent_seq(); };
-    kv_sync.resend_snapshot = [p = kv_publisher.get()] { p->RequestSnapshot(); };
-    link = std::make_unique<RouterLink>(cfg.router, info, cfg.heartbeat_ms,
-                                        [&service] { return service.CurrentLoad(); },
-                                        std::move(kv_sync));
+    RouterFanoutOptions ropts;
+    ropts.routers = cfg.router;
+    ropts.heartbeat_ms = cfg.heartbeat_ms;
+    ropts.info = info;
+    ropts.load = [&service] { return service.CurrentLoad(); };
+    ropts.publisher.worker_id = cfg.worker_id;
+    ropts.publisher.incarnation = incarnation;
+    ropts.store = kv_tiers->get();
+    routers = std::make_unique<RouterFanout>(
+        std::move(ropts), [&loop](const std::function<void()>& fn) {
+          bool ran = false;
+          loop.RunOnLoop([&](engine::Engine&) {
+                fn();
+                ran = true;
+                return absl::OkStatus();
+              })
+              .IgnoreError();
+          if (!ran) fn();  // the loop has stopped: no device event can race it
+        });
+    device_events_to = routers.get();
+    routers->Start();
   }
+  // Whatever the way out, the resolver stops before the engine loop it calls into is destroyed.
+  absl::Cleanup stop_resolving = [&routers] {
+    if (routers != nullptr) routers->StopResolving();
+  };
 
   std::unique_ptr<http::Server> metrics_server;
   if (!cfg.metrics_listen.empty()) {
@@ -193,11 +209,17 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
                 [&](const http::Request&) -> http::HandlerResult {
                   WorkerMetrics::Status status;
                   status.draining = service.draining();
-                  status.ready = !status.draining && (link == nullptr || link->registered());
+                  status.ready = !status.draining && (routers == nullptr || routers->registered());
+                  if (routers != nullptr) {
+                    status.routers = routers->routers();
+                    status.routers_registered = routers->registered_routers();
+                  }
+                  const KvEventPublisherStats kv_stats =
+                      routers != nullptr ? routers->publisher_stats() : KvEventPublisherStats{};
                   http::Response r = http::Response::Text(
                       200, (*worker_metrics)
                                 ->Scrape(loop, service, receiver.get(), kv_tiers->get(),
-                                         kv_publisher.get(), status));
+                                         routers != nullptr ? &kv_stats : nullptr, status));
                   r.content_type = std::string(metrics::Registry::kContentType);
                   return r;
                 })
@@ -214,7 +236,7 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
     // starts), the router has us registered, and no drain has begun.
     routes.Handle("GET", "/ready", [&](const http::Request&) -> http::HandlerResult {
             if (service.draining()) return http::Response::Text(503, "draining\n");
-            if (link != nullptr && !link->registered()) {
+            if (routers != nullptr && !routers->registered()) {
               return http::Response::Text(503, "not registered with the router\n");
             }
             return http::Response::Text(200, "ready\n");
@@ -249,7 +271,7 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
   const auto drain_start = std::chrono::steady_clock::now();
   const auto deadline = drain_start + std::chrono::milliseconds(std::max(0, cfg.drain_timeout_ms));
   service.SetDraining();
-  if (link != nullptr) link->HeartbeatNow();
+  if (routers != nullptr) routers->HeartbeatNow();
   std::cerr << RoleName(role) << " draining (signal " << sig << "): up to "
             << cfg.drain_timeout_ms << " ms for in-flight work\n";
   bool drained = false;
@@ -275,10 +297,13 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
               << left.in_flight << " requests and " << service.rpcs_in_flight()
               << " calls left; they are cancelled (the router migrates them)\n";
   }
-  if (link != nullptr) {
-    const bool gone = link->Deregister(drained ? "drained" : "drain deadline");
-    if (!gone) std::cerr << RoleName(role) << ": the router did not take the deregistration; "
-                         << "its lease will remove this worker\n";
+  if (routers != nullptr) {
+    const int joined = routers->routers();
+    const int gone = routers->Deregister(drained ? "drained" : "drain deadline");
+    if (gone < joined) {
+      std::cerr << RoleName(role) << ": " << joined - gone << " of " << joined
+                << " routers did not take the deregistration; their lease will remove this worker\n";
+    }
   }
   // In-flight streams get a short grace period, then are cancelled.
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));

@@ -10,7 +10,9 @@ void BindWorkerFlags(config::FlagSet* f, WorkerConfig* c) {
             "TANDEM_LISTEN");
   f->String("advertise-host", &c->advertise_host, "host the router and peers use to reach us",
             "TANDEM_ADVERTISE_HOST");
-  f->String("router", &c->router, "router control address host:port (empty: standalone)",
+  f->String("router", &c->router,
+            "router control address(es) host:port[,host:port...]; a name with several addresses "
+            "(a headless Service) is every router replica, re-resolved every 5 s (empty: standalone)",
             "TANDEM_ROUTER");
   f->String("worker-id", &c->worker_id, "worker id; set it to keep one id across restarts (default: role-<incarnation>)",
             "TANDEM_WORKER_ID");

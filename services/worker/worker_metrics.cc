@@ -42,6 +42,10 @@ absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(const std::
        "1 when GET /ready answers 200: registered with the router (if any) and not draining."},
       {&m->draining_, "tandem_worker_draining",
        "1 from SIGTERM or /drain until exit: the worker takes no new work."},
+      {&m->routers_, "tandem_worker_routers",
+       "Router addresses --router resolves to (one per router replica)."},
+      {&m->routers_registered_, "tandem_worker_routers_registered",
+       "Routers this worker is registered with."},
       {&m->rpcs_in_flight_, "tandem_worker_rpcs_in_flight",
        "ReserveKv, Prefill and Generate calls not yet returned (a drain waits for 0)."},
       {&m->kv_utilization_, "tandem_worker_kv_utilization",
@@ -224,7 +228,8 @@ void WorkerMetrics::SampleTiers(const engine::KvTierStats& e, std::int64_t devic
 
 std::string WorkerMetrics::Scrape(serving::EngineLoop& loop, const WorkerService& service,
                                   const KvReceiver* receiver, const kv::TieredKvStore* store,
-                                  const KvEventPublisher* publisher, const Status& status) {
+                                  const KvEventPublisherStats* kv_events,
+                                  const Status& status) {
   engine::KvTierStats tier_stats;
   std::int64_t device_blocks = 0;
   std::int64_t device_block_bytes = 0;
@@ -239,8 +244,8 @@ std::string WorkerMetrics::Scrape(serving::EngineLoop& loop, const WorkerService
       .IgnoreError();  // a stopping loop: the last values stay
   std::lock_guard<std::mutex> lock(mu_);
   SampleTiers(tier_stats, device_blocks, device_block_bytes, store);
-  if (publisher != nullptr) {
-    const KvEventPublisherStats p = publisher->stats();
+  if (kv_events != nullptr) {
+    const KvEventPublisherStats& p = *kv_events;
     kv_events_sent_.Sync(static_cast<double>(p.events_sent));
     kv_snapshots_sent_.Sync(static_cast<double>(p.snapshots_sent));
     kv_events_dropped_.Sync(static_cast<double>(p.events_dropped));
@@ -273,6 +278,8 @@ std::string WorkerMetrics::Scrape(serving::EngineLoop& loop, const WorkerService
                                              : 0.0);
   ready_->Set(status.ready ? 1 : 0);
   draining_->Set(status.draining ? 1 : 0);
+  routers_->Set(status.routers);
+  routers_registered_->Set(status.routers_registered);
   rpcs_in_flight_->Set(service.rpcs_in_flight());
   requests_while_draining_.Sync(static_cast<double>(service.requests_while_draining_total()));
   if (receiver != nullptr) {

@@ -32,11 +32,13 @@ class WorkerMetrics {
   struct Status {
     bool ready = false;     // what GET /ready answers
     bool draining = false;  // SIGTERM or /drain received
+    int routers = 0;        // router addresses --router resolves to
+    int routers_registered = 0;
   };
-  // `store` and `publisher` may be null (no lower tiers, no router).
+  // `store` and `kv_events` may be null (no lower tiers, no router).
   std::string Scrape(serving::EngineLoop& loop, const WorkerService& service,
                      const KvReceiver* receiver, const kv::TieredKvStore* store,
-                     const KvEventPublisher* publisher, const Status& status);
+                     const KvEventPublisherStats* kv_events, const Status& status);
   // One completed lower-tier fetch (engine thread); counted under the slowest tier it read.
   void ObserveFetch(const engine::TierFetchReport& report);
 
@@ -65,6 +67,8 @@ class WorkerMetrics {
   // Scaling and lifecycle signals (docs/deployment.md).
   metrics::Gauge* ready_ = nullptr;
   metrics::Gauge* draining_ = nullptr;
+  metrics::Gauge* routers_ = nullptr;
+  metrics::Gauge* routers_registered_ = nullptr;
   metrics::Gauge* rpcs_in_flight_ = nullptr;
   metrics::Gauge* kv_utilization_ = nullptr;
   metrics::Gauge* prefill_queued_tokens_ = nullptr;

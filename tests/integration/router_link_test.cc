@@ -10,9 +10,8 @@
 #include <string>
 #include <thread>
 
-#include "grpcpp/server.h"
-#include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
+#include "in_process_server.h"
 #include "router_link.h"
 
 namespace tandem::worker {
@@ -70,18 +69,7 @@ class NewRouter final : public OldRouter {
   v1::DeregisterWorkerRequest deregistered_;
 };
 
-struct Server {
-  explicit Server(grpc::Service* service) {
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    builder.RegisterService(service);
-    server = builder.BuildAndStart();
-  }
-  ~Server() { server->Shutdown(std::chrono::system_clock::now() + milliseconds(200)); }
-  std::string address() const { return "127.0.0.1:" + std::to_string(port); }
-  int port = 0;
-  std::unique_ptr<grpc::Server> server;
-};
+using Server = testing::InProcessServer;
 
 // registered() flips after the router answered, with nothing to wait on: poll it.
 bool WaitRegistered(const RouterLink& link) {
