@@ -33,7 +33,9 @@ void RouterFanout::StopResolving() {
   if (thread_.joinable()) thread_.join();
 }
 
-RouterFanout::~RouterFanout() {
+RouterFanout::~RouterFanout() { Shutdown(); }
+
+void RouterFanout::Shutdown() {
   StopResolving();
   std::map<std::string, std::shared_ptr<Peer>> peers;
   {

@@ -55,6 +55,9 @@ class RouterFanout {
   // Stops following the resolution (idempotent); the routers joined stay joined. Before the
   // engine loop that run_on_engine uses goes away.
   void StopResolving();
+  // StopResolving, then leaves every router: heartbeats and KV streams stop (threads joined).
+  // Before the objects the load callback reads go away; device events are then ignored.
+  void Shutdown();
   RouterFanout(const RouterFanout&) = delete;
   RouterFanout& operator=(const RouterFanout&) = delete;
 

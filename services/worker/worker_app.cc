@@ -190,9 +190,10 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
     device_events_to = routers.get();
     routers->Start();
   }
-  // Whatever the way out, the resolver stops before the engine loop it calls into is destroyed.
-  absl::Cleanup stop_resolving = [&routers] {
-    if (routers != nullptr) routers->StopResolving();
+  // Whatever the way out, the routers are left before the service their heartbeats read and the
+  // engine loop the resolver calls into are destroyed (`routers` itself outlives the engine).
+  absl::Cleanup leave_routers = [&routers] {
+    if (routers != nullptr) routers->Shutdown();
   };
 
   std::unique_ptr<http::Server> metrics_server;
