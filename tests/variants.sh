@@ -12,6 +12,11 @@
 #   asan-router  the asan build                     router tests; not in the default list: its
 #                                                   build (gRPC, HTTP, recipe) takes longer than
 #                                                   the whole default stage
+#   asan-all     ASan + UBSan, every target         the whole ctest suite (unit, integration with
+#                (own dir: asan-all)                the sanitized binaries as processes, perf
+#                                                   smoke); not in the default list: docs/testing.md
+#                                                   gives its time. ASAN_JOBS: ctest's parallelism
+#                                                   (default 1: the cluster tests time streams)
 #   tsan     -fsanitize=thread (native)             kernels tests (thread pool, multithreaded ops,
 #                                                   concurrent callers of one backend)
 # The router is not run under TSan: absl and gRPC come from Debian packages built without it, so
@@ -78,11 +83,21 @@ for v in "${selected[@]}"; do
         "${sanitized[@]}" "-DCMAKE_CXX_FLAGS=$sanitize=address,undefined" \
         -- -L '^router$' || failed+=("$v")
       ;;
+    asan-all)
+      # Every target, so the integration tests run the sanitized router and workers as their
+      # processes. LeakSanitizer stays on: a server that leaks at exit fails its test. Exits by
+      # signal (the tests SIGKILL servers) are not reported, nothing runs at exit then.
+      # UCX's memory hooks patch malloc and mmap, which ASan owns: off (KV over UCX registers
+      # its pool once and needs no memory events).
+      UCX_MEM_EVENTS=no variant asan-all asan-all all -- \
+        "${sanitized[@]}" "-DCMAKE_CXX_FLAGS=$sanitize=address,undefined" \
+        -- -j "${ASAN_JOBS:-1}" || failed+=("$v")
+      ;;
     tsan)
       variant tsan tsan tandem_kernels_tests -- \
         "${sanitized[@]}" "-DCMAKE_CXX_FLAGS=$sanitize=thread" -- -L '^kernels$' || failed+=("$v")
       ;;
-    *) echo "unknown variant '$v' (generic, avx2, asan, tsan, asan-router)" >&2; exit 2 ;;
+    *) echo "unknown variant '$v' (generic, avx2, asan, tsan, asan-router, asan-all)" >&2; exit 2 ;;
   esac
 done
 echo "== variants: $((SECONDS - start)) s"
