@@ -1,5 +1,7 @@
 #include "tandem/metrics/family.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "text_format.h"
 
@@ -52,6 +54,44 @@ absl::StatusOr<M*> Family<M>::WithLabels(absl::Span<const std::string> label_val
   std::unique_ptr<M>& child = children_[std::move(key)];
   if (child == nullptr) child = make_child_();
   return child.get();
+}
+
+template <typename M>
+bool Family<M>::Remove(absl::Span<const std::string> label_values) {
+  if (label_values.size() != label_names().size()) return false;
+  const std::vector<std::string> key(label_values.begin(), label_values.end());
+  std::unique_ptr<M> removed;  // destroyed outside the lock
+  absl::MutexLock lock(&mu_);
+  auto it = children_.find(key);
+  if (it == children_.end()) return false;
+  removed = std::move(it->second);
+  children_.erase(it);
+  return true;
+}
+
+template <typename M>
+std::size_t Family<M>::RemoveMatching(absl::string_view label_name, absl::string_view value) {
+  const std::vector<std::string>& names = label_names();
+  const auto pos = std::find(names.begin(), names.end(), label_name);
+  if (pos == names.end()) return 0;
+  const std::size_t index = static_cast<std::size_t>(pos - names.begin());
+  std::vector<std::unique_ptr<M>> removed;  // destroyed outside the lock
+  absl::MutexLock lock(&mu_);
+  for (auto it = children_.begin(); it != children_.end();) {
+    if (it->first[index] == value) {
+      removed.push_back(std::move(it->second));
+      it = children_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return removed.size();
+}
+
+template <typename M>
+std::size_t Family<M>::size() const {
+  absl::MutexLock lock(&mu_);
+  return children_.size();
 }
 
 template <typename M>

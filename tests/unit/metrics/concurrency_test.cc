@@ -1,3 +1,4 @@
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -52,6 +53,45 @@ TEST(ConcurrencyTest, IncrementsFromManyThreadsSumExactly) {
   EXPECT_EQ(exp.Value("size_bucket", {{"le", "3"}}), total);
   EXPECT_EQ(exp.Value("size_count"), total);
   EXPECT_EQ(exp.Value("size_sum"), total / 4 * (0 + 1 + 2 + 3));
+}
+
+TEST(ConcurrencyTest, ScrapesRacingChildRemovalStayWellFormed) {
+  // Workers coming and going: each thread adds and removes its own series (it never touches a
+  // pointer after removing it) while scrapes run.
+  Registry registry;
+  auto* up = registry.AddGauge("up", "Up.", {"worker"}).value();
+  auto* lat = registry.AddHistogram("lat", "Latency.", {1, 2}, {"worker"}).value();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const std::string worker = "w" + std::to_string(t);
+      for (int i = 0; i < 2000; ++i) {
+        up->WithLabels({worker}).value()->Set(1);
+        lat->WithLabels({worker}).value()->Observe(i % 3);
+        if (i % 2 == 0) {
+          up->Remove({worker});
+        } else {
+          lat->RemoveMatching("worker", worker);
+        }
+      }
+      up->Remove({worker});
+      lat->Remove({worker});
+    });
+  }
+  for (int i = 0; i < 50; ++i) {
+    auto exp = testing::ParseExposition(registry.RenderText());
+    ASSERT_TRUE(exp.errors.empty());
+    for (const auto& count : exp.Find("lat_count")) {
+      EXPECT_EQ(exp.Value("lat_bucket", {{"worker", count.labels.at("worker")}, {"le", "+Inf"}}),
+                count.value);
+    }
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(up->size(), 0u);
+  EXPECT_EQ(lat->size(), 0u);
+  auto exp = testing::ParseExposition(registry.RenderText());
+  EXPECT_TRUE(exp.Find("up").empty());
+  EXPECT_TRUE(exp.Find("lat_count").empty());
 }
 
 }  // namespace

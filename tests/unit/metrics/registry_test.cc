@@ -97,6 +97,66 @@ TEST(RegistryTest, WrongLabelCountIsRejected) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(RegistryTest, RemovedChildVanishesFromTheNextRenderingOthersStay) {
+  Registry registry;
+  auto* up = registry.AddGauge("worker_up", "Up.", {"worker", "role"}).value();
+  up->WithLabels({"p0", "prefill"}).value()->Set(1);
+  up->WithLabels({"d0", "decode"}).value()->Set(1);
+  ASSERT_EQ(ParseExposition(registry.RenderText()).Find("worker_up").size(), 2u);
+
+  EXPECT_TRUE(up->Remove({"p0", "prefill"}));
+  auto exp = ParseExposition(registry.RenderText());
+  ASSERT_THAT(exp.errors, ::testing::IsEmpty());
+  EXPECT_THAT(exp.Find("worker_up", {{"worker", "p0"}}), ::testing::IsEmpty());
+  EXPECT_EQ(exp.Value("worker_up", {{"worker", "d0"}}), 1.0);
+  EXPECT_EQ(exp.type["worker_up"], "gauge");  // the family itself stays
+  EXPECT_EQ(up->size(), 1u);
+
+  EXPECT_FALSE(up->Remove({"p0", "prefill"}));  // already gone
+  EXPECT_FALSE(up->Remove({"d0"}));              // wrong count: nothing removed
+  EXPECT_EQ(up->size(), 1u);
+}
+
+TEST(RegistryTest, ChildCreatedAgainAfterRemovalStartsAtZero) {
+  Registry registry;
+  auto* requests = registry.AddCounter("served_total", "Served.", {"worker"}).value();
+  requests->WithLabels({"w"}).value()->Increment(5);
+  ASSERT_TRUE(requests->Remove({"w"}));
+  requests->WithLabels({"w"}).value()->Increment();
+  EXPECT_EQ(ParseExposition(registry.RenderText()).Value("served_total", {{"worker", "w"}}), 1.0);
+}
+
+TEST(RegistryTest, RemovingAHistogramChildRemovesAllItsSamples) {
+  Registry registry;
+  auto* latency = registry.AddHistogram("lat_seconds", "Latency.", {0.1, 1}, {"worker"}).value();
+  latency->WithLabels({"a"}).value()->Observe(0.5);
+  latency->WithLabels({"b"}).value()->Observe(2);
+  ASSERT_TRUE(latency->Remove({"a"}));
+  auto exp = ParseExposition(registry.RenderText());
+  ASSERT_THAT(exp.errors, ::testing::IsEmpty());
+  for (const char* sample : {"lat_seconds_bucket", "lat_seconds_sum", "lat_seconds_count"}) {
+    EXPECT_THAT(exp.Find(sample, {{"worker", "a"}}), ::testing::IsEmpty()) << sample;
+    EXPECT_THAT(exp.Find(sample, {{"worker", "b"}}), ::testing::Not(::testing::IsEmpty()))
+        << sample;
+  }
+}
+
+TEST(RegistryTest, RemoveMatchingTakesEverySeriesWithThatLabelValue) {
+  Registry registry;
+  auto* tier = registry.AddGauge("tier_blocks", "Blocks.", {"worker", "tier"}).value();
+  for (const char* worker : {"w1", "w2"}) {
+    for (const char* t : {"device", "host", "disk"}) tier->WithLabels({worker, t}).value()->Set(3);
+  }
+  EXPECT_EQ(tier->RemoveMatching("worker", "w1"), 3u);
+  EXPECT_EQ(tier->RemoveMatching("worker", "w1"), 0u);
+  EXPECT_EQ(tier->RemoveMatching("no_such_label", "w2"), 0u);
+  auto exp = ParseExposition(registry.RenderText());
+  EXPECT_THAT(exp.Find("tier_blocks", {{"worker", "w1"}}), ::testing::IsEmpty());
+  EXPECT_EQ(exp.Find("tier_blocks", {{"worker", "w2"}}).size(), 3u);
+  EXPECT_EQ(tier->RemoveMatching("tier", "host"), 1u);  // any label, not only the first
+  EXPECT_EQ(tier->size(), 2u);
+}
+
 TEST(RegistryTest, InvalidNamesAreRejected) {
   Registry registry;
   for (const char* bad : {"", "1abc", "has-dash", "sp ace", "ünicode"}) {

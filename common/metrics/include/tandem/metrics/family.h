@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <map>
 #include <memory>
@@ -9,6 +10,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "tandem/metrics/counter.h"
@@ -60,8 +62,22 @@ class Family final : public FamilyBase {
   }
 
   // The child for `label_values` (one per label name, in order), created on first use.
-  // The pointer stays valid for the life of the registry. InvalidArgument on a count mismatch.
+  // The pointer stays valid for the life of the registry unless that child is removed (below).
+  // InvalidArgument on a count mismatch.
   absl::StatusOr<M*> WithLabels(absl::Span<const std::string> label_values);
+
+  // Deletes the child for `label_values`: its series is gone from the next rendering (a departed
+  // worker must not leave a frozen gauge behind). Returns whether there was one (false on a count
+  // mismatch too). Every pointer WithLabels returned for these values dangles afterwards: whoever
+  // cached one must drop it first, and no other thread may still be using it. A later WithLabels
+  // with the same values makes a fresh child, starting at 0.
+  bool Remove(absl::Span<const std::string> label_values);
+  // Deletes every child whose value for the label `label_name` is `value` (e.g. all series of one
+  // worker, whatever their other labels) and returns how many; 0 for a label the family does not
+  // have. The same rule for cached pointers as Remove.
+  std::size_t RemoveMatching(absl::string_view label_name, absl::string_view value);
+  // Children alive now (series rendered, for histograms one per label tuple).
+  std::size_t size() const;
 
   void AppendSamples(std::string* out) const override;
 
