@@ -24,7 +24,7 @@ std::uint64_t HandoffFlagValue(const std::string& handoff_id);
 
 struct KvReceiverStats {
   int active_handoffs = 0;
-  int reserved_blocks = 0;     // held by handoffs not yet committed, quarantined ones included
+  int reserved_blocks = 0;     // held by open reservations (not committed, not abandoned)
   int quarantined_blocks = 0;  // of abandoned handoffs whose sender may still write them
   std::int64_t expired_total = 0;
   std::int64_t completed_total = 0;

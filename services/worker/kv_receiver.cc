@@ -253,10 +253,10 @@ KvReceiverStats KvReceiver::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   KvReceiverStats s;
   for (const auto& [id, h] : handoffs_) {
-    s.reserved_blocks += static_cast<int>(h.blocks.size());
     if (h.abandoned) {
       s.quarantined_blocks += static_cast<int>(h.blocks.size());
     } else {
+      s.reserved_blocks += static_cast<int>(h.blocks.size());
       ++s.active_handoffs;
     }
   }

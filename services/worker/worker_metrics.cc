@@ -38,6 +38,8 @@ absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(const std::
        "KV blocks reserved for handoffs that have not been committed."},
       {&m->kv_active_handoffs_, "tandem_worker_kv_active_handoffs",
        "KV handoffs reserved and not yet committed, abandoned or expired."},
+      {&m->kv_quarantined_blocks_, "tandem_worker_kv_quarantined_blocks",
+       "KV blocks of abandoned handoffs held until their sender is done or their lease ends."},
       {&m->ready_, "tandem_worker_ready",
        "1 when GET /ready answers 200: registered with the router (if any) and not draining."},
       {&m->draining_, "tandem_worker_draining",
@@ -286,6 +288,7 @@ std::string WorkerMetrics::Scrape(serving::EngineLoop& loop, const WorkerService
     const KvReceiverStats s = receiver->stats();
     kv_reserved_blocks_->Set(s.reserved_blocks);
     kv_active_handoffs_->Set(s.active_handoffs);
+    kv_quarantined_blocks_->Set(s.quarantined_blocks);
     handoffs_expired_.Sync(static_cast<double>(s.expired_total));
     handoffs_completed_.Sync(static_cast<double>(s.completed_total));
   }

@@ -64,6 +64,7 @@ class WorkerMetrics {
   metrics::Gauge* kv_total_blocks_ = nullptr;
   metrics::Gauge* kv_reserved_blocks_ = nullptr;
   metrics::Gauge* kv_active_handoffs_ = nullptr;
+  metrics::Gauge* kv_quarantined_blocks_ = nullptr;
   // Scaling and lifecycle signals (docs/deployment.md).
   metrics::Gauge* ready_ = nullptr;
   metrics::Gauge* draining_ = nullptr;

@@ -240,6 +240,10 @@ TEST_F(KvHandoffTest, CancelOfAReservationFreesItAtOnce) {
   grpc::ClientContext cctx;
   ASSERT_TRUE(decode_.stub->Cancel(&cctx, cancel, &cancelled).ok());
   EXPECT_EQ(DecodeMetric("tandem_worker_kv_reserved_blocks"), 0);
+  EXPECT_EQ(DecodeMetric("tandem_worker_kv_active_handoffs"), 0);
+  // No prefill wrote these blocks, and one still might: they wait out the lease in quarantine
+  // (KvReceiver::Abandon) rather than go to the next request.
+  EXPECT_EQ(DecodeMetric("tandem_worker_kv_quarantined_blocks"), 4);
 }
 
 }  // namespace

@@ -414,8 +414,8 @@ TEST_F(KvHandoffTest, AbandonGivesThePlaceBackAtOnceAndTheBlocksAfterTheLease) {
   auto again = receiver_->Reserve("x", 4, milliseconds(300));  // the id is free again
   ASSERT_TRUE(again.ok()) << again.status();
   receiver_->Abandon("x");
-  EXPECT_TRUE(WaitFor([&] { return DecodeFreeBlocks() == free_before; }));
   EXPECT_EQ(receiver_->stats().reserved_blocks, 0);
+  EXPECT_TRUE(WaitFor([&] { return DecodeFreeBlocks() == free_before; }));
   EXPECT_EQ(receiver_->stats().quarantined_blocks, 0);
   EXPECT_EQ(receiver_->stats().expired_total, 0);
 }
