@@ -69,6 +69,10 @@ void BindRouterFlags(config::FlagSet* f, RouterConfig* c) {
          "worker at once and are computed in one engine step (-1: each worker's announced "
          "--max-batch-tokens; 0: one at a time)",
          "TANDEM_ROUTER_PREFILL_BATCH_TOKENS");
+  f->Int("generation-threads", &c->generation_threads,
+         "threads of the event loop that runs generations (they wait without a thread); 0: one "
+         "per core",
+         "TANDEM_ROUTER_GENERATION_THREADS");
   f->Int("http-io-threads", &c->http_io_threads, "HTTP I/O threads",
          "TANDEM_ROUTER_HTTP_IO_THREADS");
   f->Int("http-max-connections", &c->http_max_connections,

@@ -31,6 +31,8 @@ struct RouterConfig {
   double prefill_hold_aging = 0.1;    // seconds of priority a held prefill gains per second
   int prefill_batch_tokens = -1;      // held prefills fitting this go out together; -1: worker's
   int http_io_threads = 4;
+  // Threads of the event loop that runs every generation (they never block; 0: one per core).
+  int generation_threads = 0;
   int http_max_connections = 16384;  // open client connections; beyond: 503 (mind ulimit -n)
   std::int64_t max_body_bytes = 8 << 20;
   int header_timeout_ms = 10000;  // slow-loris bound: headers must arrive within it

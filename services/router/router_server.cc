@@ -1,10 +1,12 @@
 #include "router_server.h"
 
 #include <algorithm>
+#include <iostream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "api_routes.h"
-#include "control_service.h"
+#include "api/api_routes.h"
+#include "workers/control_service.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "tandem/base/status_macros.h"
@@ -68,18 +70,27 @@ absl::Status RouterServer::Init() {
                               .metrics = &metrics_,
                               .now = options_.now}));
   selector_ = std::make_unique<PolicySelector>(registry_.get(), prefix_router_.get());
-  dispatcher_ = std::make_unique<Dispatcher>(registry_.get(), Dispatcher::Options{.metrics = &metrics_});
+  if (cfg.generation_threads < 0) {
+    return absl::InvalidArgumentError("--generation-threads must not be negative");
+  }
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  executor_ = std::make_unique<async::Executor>(cfg.generation_threads > 0 ? cfg.generation_threads
+                                                                           : cores);
+  jobs_ = std::make_unique<async::TaskGroup>(executor_.get());
+  dispatcher_ = std::make_unique<Dispatcher>(
+      registry_.get(), Dispatcher::Options{.metrics = &metrics_, .executor = executor_.get()});
   TANDEM_ASSIGN_OR_RETURN(traffic_, TrafficClassifier::Parse(cfg.api_key_traffic_classes));
   admission_ = std::make_unique<Admission>(
       AdmissionOptions{.max_in_flight = cfg.max_in_flight,
                        .max_queue_length = cfg.max_queue_length,
                        .max_queue_wait = std::chrono::milliseconds(cfg.max_queue_wait_ms)},
-      &metrics_);
+      &metrics_, executor_.get());
   const RunDeps run{.selector = selector_.get(),
                     .dispatcher = dispatcher_.get(),
                     .metrics = &metrics_,
                     .model = options_.served_model,
-                    .max_migrations = cfg.max_migrations};
+                    .max_migrations = cfg.max_migrations,
+                    .executor = executor_.get()};
   generation_ = std::make_unique<GenerationApi>(
       GenerationApi::Options{.served_model = options_.served_model,
                              .request_timeout = std::chrono::milliseconds(cfg.request_timeout_ms)},
@@ -87,7 +98,7 @@ absl::Status RouterServer::Init() {
                           .run = run,
                           .admission = admission_.get(),
                           .metrics = &metrics_,
-                          .runner = &runner_,
+                          .jobs = jobs_.get(),
                           .traffic = &traffic_});
 
   TANDEM_ASSIGN_OR_RETURN(const ChatFormat format, ResolveChatFormat(cfg.chat_format, cfg.model));
@@ -101,7 +112,7 @@ absl::Status RouterServer::Init() {
                             .run = run,
                             .admission = admission_.get(),
                             .metrics = &metrics_,
-                            .runner = &runner_,
+                            .jobs = jobs_.get(),
                             .traffic = &traffic_}));
 
   control_service_ = std::make_unique<ControlService>(registry_.get(), prefix_router_.get());
@@ -165,7 +176,11 @@ void RouterServer::Shutdown(absl::Duration grace) {
     admission_->CloseAndCancelAll(absl::UnavailableError("the router is shutting down"));
   }
   if (http_server_ != nullptr) http_server_->Shutdown(absl::Seconds(2));
-  runner_.JoinAll();
+  // Cancelled generations end as soon as their workers' calls return.
+  if (jobs_ != nullptr && !jobs_->Wait(std::chrono::seconds(10))) {
+    std::cerr << "router: " << jobs_->running()
+              << " generations did not end within 10 s of shutdown\n";
+  }
   if (control_server_ != nullptr) {
     control_server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   }

@@ -7,17 +7,18 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "dispatcher.h"
-#include "generation_api.h"
-#include "protocol_api.h"
+#include "dispatch/dispatcher.h"
+#include "api/generation_api.h"
+#include "api/protocol_api.h"
 #include "grpcpp/server.h"
 #include "router_config.h"
 #include "router_metrics.h"
-#include "task_runner.h"
+#include "async/executor.h"
+#include "async/task_group.h"
 #include "tandem/http/server.h"
 #include "tandem/metrics/registry.h"
-#include "worker_registry.h"
-#include "worker_selector.h"
+#include "workers/worker_registry.h"
+#include "workers/worker_selector.h"
 
 namespace tandem::router {
 
@@ -52,13 +53,15 @@ class RouterServer {
   void SweepLeases();
 
   Options options_;
+  // First, so that they go last: everything below may still post to them while it is destroyed.
+  std::unique_ptr<async::Executor> executor_;
+  std::unique_ptr<async::TaskGroup> jobs_;
   metrics::Registry metrics_registry_;
   RouterMetrics metrics_;
   std::unique_ptr<WorkerRegistry> registry_;
   std::unique_ptr<PrefixRouter> prefix_router_;
   std::unique_ptr<PolicySelector> selector_;
   std::unique_ptr<Dispatcher> dispatcher_;
-  TaskRunner runner_;
   std::unique_ptr<Admission> admission_;
   std::unique_ptr<GenerationApi> generation_;
   std::unique_ptr<ProtocolApi> protocols_;

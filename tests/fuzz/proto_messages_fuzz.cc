@@ -10,13 +10,13 @@
 #include <memory>
 
 #include "fuzz_util.h"
-#include "prefix_router.h"
+#include "workers/prefix_router.h"
 #include "tandem/engine/sampling.h"
 #include "tandem/kv/types.h"
 #include "tandem/rpc/conversions.h"
 #include "tandem/v1/router_control.pb.h"
 #include "tandem/v1/worker.pb.h"
-#include "worker_registry.h"
+#include "workers/worker_registry.h"
 
 namespace {
 

@@ -4,7 +4,7 @@
 
 #include "fuzz_util.h"
 #include "nlohmann/json.hpp"
-#include "openai_request.h"
+#include "api/openai_request.h"
 #include "tandem/engine/sampling.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

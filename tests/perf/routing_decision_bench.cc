@@ -28,7 +28,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "grpcpp/create_channel.h"
-#include "prefix_router.h"
+#include "workers/prefix_router.h"
 #include "tandem/base/hash.h"
 #include "tandem/routing/kv_index.h"
 #include "tandem/routing/policy.h"

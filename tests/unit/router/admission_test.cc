@@ -1,6 +1,6 @@
 // The router's admission queue on its own, with a fake clock: places, arrival order, refusals only
 // when waiting is unreasonable, and the limit that follows what the workers hold.
-#include "admission.h"
+#include "admission/admission.h"
 
 #include <atomic>
 #include <chrono>
@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "async/event.h"
 #include "gtest/gtest.h"
 
 namespace tandem::router {
@@ -25,7 +26,7 @@ class AdmissionTest : public ::testing::Test {
                          .max_queue_length = max_queue_length,
                          .max_queue_wait = max_queue_wait,
                          .now = [this] { return now_.load(); }},
-        nullptr);
+        nullptr, &executor_);
   }
   std::unique_ptr<AdmissionTicket> Admit(absl::Status* refused = nullptr) {
     absl::Status ignored;
@@ -46,6 +47,7 @@ class AdmissionTest : public ::testing::Test {
   }
 
   std::atomic<Clock::time_point> now_{Clock::time_point{} + std::chrono::hours(1)};
+  async::Executor executor_{2};
   std::unique_ptr<Admission> admission_;
 };
 
@@ -55,11 +57,11 @@ TEST_F(AdmissionTest, UpToTheLimitRunAtOnceTheRestQueueAndStartInArrivalOrder) {
   ASSERT_TRUE(a && b && c && d);
   EXPECT_EQ(admission_->running(), 2);
   EXPECT_EQ(admission_->queued(), 2);
-  EXPECT_TRUE(a->AwaitTurn(Soon()).ok());  // running already: returns at once
+  EXPECT_TRUE(async::BlockOn(&executor_, a->Turn(Soon())).ok());  // running already: returns at once
 
   std::atomic<int> order{0}, c_turn{0}, d_turn{0};
-  std::thread tc([&] { if (c->AwaitTurn(Soon()).ok()) c_turn = ++order; });
-  std::thread td([&] { if (d->AwaitTurn(Soon()).ok()) d_turn = ++order; });
+  std::thread tc([&] { if (async::BlockOn(&executor_, c->Turn(Soon())).ok()) c_turn = ++order; });
+  std::thread td([&] { if (async::BlockOn(&executor_, d->Turn(Soon())).ok()) d_turn = ++order; });
   a.reset();  // one place frees: the earlier arrival gets it
   ASSERT_TRUE(Eventually([&] { return c_turn.load() != 0; }));
   EXPECT_EQ(d_turn.load(), 0);
@@ -128,8 +130,8 @@ TEST_F(AdmissionTest, AWorkerRefusalLowersTheLimitAndTheRefusedGoesFirst) {
   EXPECT_EQ(admission_->running(), 4);
   EXPECT_EQ(admission_->queued(), 1);
   std::atomic<bool> retried{false}, late_started{false};
-  std::thread retry([&] { retried = refused->Requeue(Soon()).ok(); });
-  std::thread waiter([&] { late_started = late->AwaitTurn(Soon()).ok(); });
+  std::thread retry([&] { retried = async::BlockOn(&executor_, refused->Requeue(Soon())).ok(); });
+  std::thread waiter([&] { late_started = async::BlockOn(&executor_, late->Turn(Soon())).ok(); });
   // The workers hold 3: the limit follows, and neither waiting generation starts yet.
   ASSERT_TRUE(Eventually([&] { return admission_->queued() == 2; }));
   EXPECT_EQ(admission_->limit(), 3);
@@ -149,7 +151,7 @@ TEST_F(AdmissionTest, RefusedRetriesGiveUpAfterTheQueueBound) {
   std::atomic<bool> done{false};
   absl::Status result;
   std::thread retry([&] {
-    result = refused->Requeue(Soon());
+    result = async::BlockOn(&executor_, refused->Requeue(Soon()));
     done = true;
   });
   ASSERT_TRUE(Eventually([&] { return admission_->queued() == 1; }));
@@ -166,7 +168,7 @@ TEST_F(AdmissionTest, CancellingAQueuedGenerationTakesItOutOfTheQueue) {
   absl::Status ignored;
   auto queued = admission_->Admit(canceller, &ignored);
   absl::Status result;
-  std::thread waiter([&] { result = queued->AwaitTurn(Soon()); });
+  std::thread waiter([&] { result = async::BlockOn(&executor_, queued->Turn(Soon())); });
   canceller->Cancel(absl::CancelledError("client went away"));
   waiter.join();
   EXPECT_EQ(result.code(), absl::StatusCode::kCancelled);
@@ -180,7 +182,7 @@ TEST_F(AdmissionTest, CloseCancelsQueuedAndRunningAndRefusesNewcomers) {
   Make(/*max_in_flight=*/1);
   auto running = Admit(), queued = Admit();
   absl::Status result;
-  std::thread waiter([&] { result = queued->AwaitTurn(Soon()); });
+  std::thread waiter([&] { result = async::BlockOn(&executor_, queued->Turn(Soon())); });
   admission_->CloseAndCancelAll(absl::UnavailableError("shutting down"));
   waiter.join();
   EXPECT_EQ(result.code(), absl::StatusCode::kUnavailable);

@@ -1,5 +1,5 @@
 #include "router_fixture.h"
-#include "traffic_class.h"
+#include "api/traffic_class.h"
 
 namespace tandem::router::testing {
 namespace {

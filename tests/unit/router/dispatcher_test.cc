@@ -1,10 +1,11 @@
 #include <memory>
 #include <vector>
 
-#include "dispatcher.h"
+#include "dispatch/dispatcher.h"
 #include "fake_worker.h"
+#include "async/event.h"
 #include "gtest/gtest.h"
-#include "worker_selector.h"
+#include "workers/worker_selector.h"
 
 namespace tandem::router {
 namespace {
@@ -47,9 +48,10 @@ class DispatcherTest : public ::testing::Test {
     return r;
   }
 
+  async::Executor executor_{2};
   WorkerRegistry registry_{WorkerRegistry::Options{}};
   LeastLoadedSelector selector_{&registry_};
-  Dispatcher dispatcher_{&registry_, Dispatcher::Options{}};
+  Dispatcher dispatcher_{&registry_, Dispatcher::Options{.executor = &executor_}};
   std::vector<std::unique_ptr<FakeWorker>> workers_;
 };
 
@@ -61,7 +63,7 @@ TEST_F(DispatcherTest, DisaggregatedTokensArriveFirstTokenFirstWithPrefillsCache
   ASSERT_TRUE(plan->disaggregated());
   CallCanceller canceller;
   CollectingSink sink;
-  auto outcome = dispatcher_.Run(Request(3), *plan, &canceller, &sink);
+  auto outcome = async::BlockOn(&executor_, dispatcher_.Run(Request(3), *plan, &canceller, &sink));
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   EXPECT_EQ(sink.tokens, (std::vector<std::int32_t>{50, 51, 52}));
   EXPECT_EQ(sink.batches.front(), std::vector<std::int32_t>{50}) << "TTFT: the first token alone";
@@ -78,7 +80,7 @@ TEST_F(DispatcherTest, ASinkThatStopsEndsTheGenerationAsStop) {
   ASSERT_TRUE(plan.ok());
   CallCanceller canceller;
   CollectingSink sink(/*stop_after=*/2);
-  auto outcome = dispatcher_.Run(Request(5), *plan, &canceller, &sink);
+  auto outcome = async::BlockOn(&executor_, dispatcher_.Run(Request(5), *plan, &canceller, &sink));
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   EXPECT_EQ(sink.tokens, (std::vector<std::int32_t>{60, 61}));
   EXPECT_EQ(outcome->finish_reason, v1::FINISH_REASON_STOP);
@@ -98,7 +100,7 @@ TEST_F(DispatcherTest, CancellingFailsTheRunWithTheReasonAndTellsTheWorker) {
     ASSERT_TRUE(w->WaitForCall("Generate", std::chrono::milliseconds(5000)));
     canceller.Cancel(absl::CancelledError("client left"));
   });
-  auto outcome = dispatcher_.Run(Request(3), *plan, &canceller, &sink);
+  auto outcome = async::BlockOn(&executor_, dispatcher_.Run(Request(3), *plan, &canceller, &sink));
   client.join();
   EXPECT_EQ(outcome.status(), absl::CancelledError("client left"));
   EXPECT_TRUE(w->WaitForCall("Cancel req-1", std::chrono::milliseconds(5000)));
@@ -110,7 +112,7 @@ TEST_F(DispatcherTest, ResourceExhaustedPassesThroughWithoutMarkingDown) {
   ASSERT_TRUE(plan.ok());
   CallCanceller canceller;
   CollectingSink sink;
-  auto outcome = dispatcher_.Run(Request(3), *plan, &canceller, &sink);
+  auto outcome = async::BlockOn(&executor_, dispatcher_.Run(Request(3), *plan, &canceller, &sink));
   EXPECT_EQ(outcome.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_TRUE(registry_.IsUp("c"));
 }

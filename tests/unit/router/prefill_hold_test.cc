@@ -13,8 +13,9 @@
 #include <thread>
 #include <vector>
 
+#include "async/event.h"
 #include "gtest/gtest.h"
-#include "prefix_router.h"
+#include "workers/prefix_router.h"
 #include "unconnected_worker.h"
 
 namespace tandem::router {
@@ -67,13 +68,15 @@ class PrefillHoldTest : public ::testing::Test {
 
   absl::Status Await(const PrefixRouter::Choice& c, CallCanceller* canceller,
                      milliseconds within = milliseconds(0)) {
-    return router_->AwaitPrefillTurn(c.prefill_ticket, canceller, SystemClock::now() + within);
+    return async::BlockOn(&executor_, router_->PrefillTurn(c.prefill_ticket, &executor_, canceller,
+                                                           SystemClock::now() + within));
   }
 
   std::shared_ptr<WorkerEntry> p1_ = UnconnectedWorker("p1", v1::WORKER_ROLE_PREFILL);
   std::shared_ptr<WorkerEntry> p2_ = UnconnectedWorker("p2", v1::WORKER_ROLE_PREFILL);
   std::shared_ptr<WorkerEntry> d_ = UnconnectedWorker("d", v1::WORKER_ROLE_DECODE);
   PrefixRouter::Candidates one_prefill_{.prefill = {{p1_}}, .decode = {{d_}}};
+  async::Executor executor_{2};
   std::unique_ptr<PrefixRouter> router_;
   CallCanceller canceller_;
 };

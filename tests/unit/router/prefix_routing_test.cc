@@ -4,7 +4,7 @@
 #include <atomic>
 
 #include "grpcpp/create_channel.h"
-#include "prefix_router.h"
+#include "workers/prefix_router.h"
 #include "router_fixture.h"
 #include "unconnected_worker.h"
 

@@ -3,8 +3,8 @@
 
 #include "fake_worker.h"
 #include "gtest/gtest.h"
-#include "stop_matcher.h"
-#include "text_stream.h"
+#include "api/stop_matcher.h"
+#include "api/text_stream.h"
 
 namespace tandem::router {
 namespace {

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "grpcpp/create_channel.h"
-#include "worker_registry.h"
+#include "workers/worker_registry.h"
 
 namespace tandem::router::testing {
 

@@ -1,0 +1,29 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "api/generation_api.h"
+#include "api/protocol_api.h"
+#include "router_metrics.h"
+#include "tandem/http/router.h"
+#include "tandem/metrics/registry.h"
+#include "workers/worker_registry.h"
+
+namespace tandem::router {
+
+struct RouteDeps {
+  std::string served_model;
+  std::int64_t created_unix_s = 0;  // reported as the model's "created"
+  GenerationApi* generation = nullptr;  // /v1/completions
+  ProtocolApi* protocols = nullptr;     // chat completions, responses, messages
+  WorkerRegistry* registry = nullptr;
+  const metrics::Registry* metrics_registry = nullptr;
+  const RouterMetrics* metrics = nullptr;
+};
+
+// The router's HTTP surface: the OpenAI and Anthropic endpoints, /v1/models, /health, /ready and /metrics.
+absl::Status InstallRoutes(http::Router* router, const RouteDeps& deps);
+
+}  // namespace tandem::router

@@ -1,0 +1,76 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <random>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "admission/admission.h"
+#include "api/chat_format.h"
+#include "dispatch/run_admitted.h"
+#include "api/generation_api.h"
+#include "router_metrics.h"
+#include "async/task_group.h"
+#include "api/traffic_class.h"
+#include "tandem/http/router.h"
+#include "tandem/recipe/conversation.h"
+#include "tandem/recipe/convert.h"
+#include "workers/worker_selector.h"
+
+namespace tandem::tokenizer {
+class HfBpeTokenizer;
+}
+
+namespace tandem::router {
+
+// POST /v1/chat/completions, /v1/responses, /v1/messages and /v1/messages/count_tokens: the
+// request is converted, rendered and encoded as deepseek-recipe does (common/recipe), run on the
+// workers, and the output parsed back into the protocol's response or stream events. Every
+// rejection uses the protocol's own error envelope.
+class ProtocolApi {
+ public:
+  struct Options {
+    std::string served_model;
+    ChatFormat format = ChatFormat::kPlain;
+    std::chrono::milliseconds request_timeout{600000};
+  };
+  struct Deps {
+    TokenizerSetup tokenizer;
+    RunDeps run;  // where an admitted generation runs; its selector also validates the context
+    Admission* admission = nullptr;  // shared with /v1/completions: one in-flight bound
+    const RouterMetrics* metrics = nullptr;
+    async::TaskGroup* jobs = nullptr;  // where admitted generations run
+    const TrafficClassifier* traffic = nullptr;  // null: every request gets the workers' default
+  };
+  // Fails when a DeepSeek format is asked of a tokenizer that is not a tokenizer.json BPE.
+  static absl::StatusOr<std::unique_ptr<ProtocolApi>> Create(Options options, Deps deps);
+
+  http::HandlerResult Handle(recipe::Protocol protocol, const http::Request& request);
+  http::HandlerResult CountTokens(const http::Request& request);
+
+ private:
+  ProtocolApi(Options options, Deps deps, const tokenizer::HfBpeTokenizer* bpe);
+
+  struct Prepared {
+    recipe::ConversationRequest request;
+    std::vector<std::int32_t> prompt;
+  };
+  // The body as a JSON object, or the error that it is not one.
+  static absl::StatusOr<nlohmann::ordered_json> ParseBody(absl::string_view body);
+  // Check the model, convert, render, encode. Errors carry the protocol envelope's fields.
+  absl::StatusOr<Prepared> Prepare(recipe::Protocol protocol, nlohmann::ordered_json body) const;
+  absl::StatusOr<std::vector<std::int32_t>> Encode(const recipe::Conversation& conversation) const;
+  http::Response Fail(recipe::Protocol protocol, const std::string& endpoint,
+                      const absl::Status& status) const;
+  std::string NewResponseId(recipe::Protocol protocol);
+
+  const Options options_;
+  const Deps deps_;
+  const tokenizer::HfBpeTokenizer* bpe_;  // DeepSeek formats only
+  recipe::ConversionOptions conversion_;
+  absl::Mutex id_mu_;
+  std::mt19937_64 id_rng_ ABSL_GUARDED_BY(id_mu_);
+};
+
+}  // namespace tandem::router

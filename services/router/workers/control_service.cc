@@ -1,0 +1,48 @@
+#include "workers/control_service.h"
+
+#include <iostream>
+
+#include "tandem/rpc/conversions.h"
+
+namespace tandem::router {
+
+grpc::Status ControlService::RegisterWorker(grpc::ServerContext*,
+                                            const v1::RegisterWorkerRequest* request,
+                                            v1::RegisterWorkerResponse* response) {
+  absl::StatusOr<v1::RegisterWorkerResponse> result = registry_->Register(*request);
+  if (!result.ok()) {
+    std::cerr << "router: refused worker " << request->worker().worker_id() << ": "
+              << result.status().message() << "\n";
+    return rpc::ToGrpc(result.status());
+  }
+  std::cerr << "router: worker " << request->worker().worker_id() << " ("
+            << RoleName(request->worker().role()) << ", " << request->worker().model() << " at "
+            << request->worker().grpc_endpoint() << ") registered\n";
+  if (absl::Status st = prefix_router_->OnRegistered(request->worker()); !st.ok()) {
+    // Still served by the registry, but routing cannot place requests on it.
+    std::cerr << "router: worker " << request->worker().worker_id()
+              << " is not routable: " << st.message() << "\n";
+  }
+  *response = std::move(*result);
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* request,
+                                       v1::HeartbeatResponse* response) {
+  *response = registry_->Heartbeat(*request);
+  if (!response->reregister()) {
+    response->set_resend_kv_snapshot(prefix_router_->OnHeartbeat(*request));
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::PublishKvEvents(
+    grpc::ServerContext*, grpc::ServerReaderWriter<v1::KvEventAck, v1::KvEventBatch>* stream) {
+  v1::KvEventBatch batch;
+  while (stream->Read(&batch)) {
+    if (!stream->Write(prefix_router_->OnEvents(batch))) break;
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace tandem::router

@@ -1,0 +1,443 @@
+#include "workers/prefix_router.h"
+
+#include <algorithm>
+#include <iostream>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/str_cat.h"
+#include "tandem/base/hash.h"
+
+namespace tandem::router {
+namespace {
+
+using routing::BlockHash;
+using routing::kNoWorker;
+using routing::WorkerMask;
+using routing::WorkerSlot;
+
+// Prompts up to this many blocks (4,096 tokens at 16 per block) are hashed without allocating.
+constexpr std::size_t kInlineChainBlocks = 256;
+
+routing::Role RoleOf(v1::WorkerRole role) {
+  switch (role) {
+    case v1::WORKER_ROLE_PREFILL: return routing::Role::kPrefill;
+    case v1::WORKER_ROLE_DECODE: return routing::Role::kDecode;
+    default: return routing::Role::kCombined;
+  }
+}
+
+absl::StatusOr<routing::Tier> TierOf(v1::KvTier tier) {
+  switch (tier) {
+    case v1::KV_TIER_DEVICE: return routing::Tier::kDevice;
+    case v1::KV_TIER_HOST: return routing::Tier::kHost;
+    case v1::KV_TIER_DISK: return routing::Tier::kDisk;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("KV event with tier ", static_cast<int>(tier)));
+  }
+}
+
+absl::StatusOr<routing::KvEvent> FromProto(const v1::KvEvent& in) {
+  routing::KvEvent out;
+  out.seq = in.seq();
+  switch (in.kind_case()) {
+    case v1::KvEvent::kStored: {
+      out.kind = routing::KvEvent::Kind::kStored;
+      auto tier = TierOf(in.stored().tier());
+      if (!tier.ok()) return tier.status();
+      out.tier = *tier;
+      out.parent_hash = in.stored().parent_hash();
+      out.block_hashes.assign(in.stored().block_hashes().begin(), in.stored().block_hashes().end());
+      return out;
+    }
+    case v1::KvEvent::kRemoved: {
+      out.kind = routing::KvEvent::Kind::kRemoved;
+      auto tier = TierOf(in.removed().tier());
+      if (!tier.ok()) return tier.status();
+      out.tier = *tier;
+      out.block_hashes.assign(in.removed().block_hashes().begin(),
+                              in.removed().block_hashes().end());
+      return out;
+    }
+    case v1::KvEvent::kSnapshot: {
+      out.kind = routing::KvEvent::Kind::kSnapshot;
+      for (const auto& tier_blocks : in.snapshot().tiers()) {
+        auto tier = TierOf(tier_blocks.tier());
+        if (!tier.ok()) return tier.status();
+        out.snapshot.push_back(
+            {*tier, {tier_blocks.block_hashes().begin(), tier_blocks.block_hashes().end()}});
+      }
+      return out;
+    }
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("KV event ", in.seq(), " has no kind"));
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PrefixRouter>> PrefixRouter::Create(Options options) {
+  if (options.block_size < 1) return absl::InvalidArgumentError("KV block size must be >= 1");
+  if (options.max_index_blocks < 1) {
+    return absl::InvalidArgumentError("the prefix index needs room for at least one block");
+  }
+  auto policy = routing::MakePolicy(options.policy);
+  if (!policy.ok()) return policy.status();
+  return std::unique_ptr<PrefixRouter>(new PrefixRouter(std::move(options), std::move(*policy)));
+}
+
+PrefixRouter::PrefixRouter(Options options, std::unique_ptr<routing::Policy> policy)
+    : options_(std::move(options)),
+      policy_(std::move(policy)),
+      epoch_(options_.now()),
+      index_(routing::KvIndex::Options{.max_blocks = options_.max_index_blocks}),
+      hold_(routing::PrefillQueue::Options{
+          .depth = routing::PolicyHoldsPrefills(policy_->name()) ? options_.prefill_hold_depth : 0,
+          .aging = options_.prefill_hold_aging}) {}
+
+double PrefixRouter::Seconds() const {
+  return std::chrono::duration<double>(options_.now() - epoch_).count();
+}
+
+absl::StatusOr<WorkerSlot> PrefixRouter::SlotFor(const std::string& worker_id,
+                                                 std::uint64_t incarnation) {
+  absl::StatusOr<WorkerSlot> slot = slots_.Assign(worker_id);
+  if (!slot.ok()) {
+    // Workers named per process start leave ids behind; reuse the slot heard from least recently
+    // by one that is not registered (a departed incarnation), else give up on this one.
+    WorkerSlot oldest = kNoWorker;
+    for (WorkerSlot w = 0; w < routing::kMaxWorkers; ++w) {
+      const routing::WorkerState* s = table_.Find(w);
+      if (s != nullptr && s->available) continue;
+      if (oldest == kNoWorker || info_[w].last_heard < info_[oldest].last_heard) oldest = w;
+    }
+    if (oldest == kNoWorker || slots_.IdOf(oldest) == nullptr) return slot.status();
+    slots_.Release(*slots_.IdOf(oldest));
+    (void)index_.RemoveWorker(oldest);
+    info_[oldest] = SlotInfo{.generation = info_[oldest].generation + 1};
+    slot = slots_.Assign(worker_id);
+    if (!slot.ok()) return slot.status();
+  }
+  SlotInfo& info = info_[*slot];
+  info.last_heard = Seconds();
+  if (info.incarnation != incarnation || !info.known) {
+    // The latest incarnation wins: an older process is gone once a newer one speaks.
+    if (absl::Status st = index_.AddWorker(*slot, incarnation); !st.ok()) return st;
+    info = SlotInfo{.incarnation = incarnation,
+                    .known = true,
+                    .generation = info.generation + 1,
+                    .last_heard = info.last_heard};
+  }
+  return *slot;
+}
+
+absl::Status PrefixRouter::OnRegistered(const v1::WorkerInfo& worker) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<WorkerSlot> slot = SlotFor(worker.worker_id(), worker.incarnation());
+  if (!slot.ok()) return slot.status();
+  SlotInfo& info = info_[*slot];
+  if (info.registered) return absl::OkStatus();  // the same process again: keep its accounting
+  info.registered = true;
+  hold_.SetBatchTokens(*slot, options_.prefill_batch_tokens >= 0
+                                  ? options_.prefill_batch_tokens
+                                  : static_cast<std::int64_t>(worker.max_batch_tokens()));
+  return table_.Add(*slot, RoleOf(worker.role()));
+}
+
+bool PrefixRouter::OnHeartbeat(const v1::HeartbeatRequest& heartbeat) {
+  absl::MutexLock lock(&mu_);
+  const WorkerSlot slot = slots_.Find(heartbeat.worker_id());
+  if (slot == kNoWorker) return false;
+  SlotInfo& info = info_[slot];
+  if (!info.known || info.incarnation != heartbeat.incarnation()) return false;
+  info.last_heard = Seconds();
+  const v1::WorkerLoad& load = heartbeat.load();
+  (void)table_.Report(slot, static_cast<int>(load.running_requests()),
+                      static_cast<int>(load.waiting_requests()), load.total_kv_blocks(),
+                      std::min(load.free_kv_blocks(), load.total_kv_blocks()));
+  // The previous heartbeat's seq was sent a whole period ago: events up to it should be here. If
+  // not, the worker's stream is stuck or lost events; its index entries can no longer be trusted.
+  if (info.claimed_seq > index_.last_seq(slot) &&
+      index_.ObserveSeq(slot, info.claimed_seq).value_or(routing::EventOutcome::kApplied) ==
+          routing::EventOutcome::kGap) {
+    std::cerr << "router: worker " << heartbeat.worker_id() << " reported KV event "
+              << info.claimed_seq << " but only " << index_.last_seq(slot)
+              << " arrived; out of routing until it resends a snapshot\n";
+  }
+  info.claimed_seq = heartbeat.last_kv_event_seq();
+  return index_.IsStale(slot);
+}
+
+v1::KvEventAck PrefixRouter::OnEvents(const v1::KvEventBatch& batch) {
+  v1::KvEventAck ack;
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<WorkerSlot> slot = SlotFor(batch.worker_id(), batch.incarnation());
+  if (!slot.ok()) {
+    std::cerr << "router: KV events of " << batch.worker_id() << " dropped: "
+              << slot.status().message() << "\n";
+    return ack;
+  }
+  for (const v1::KvEvent& wire : batch.events()) {
+    absl::StatusOr<routing::KvEvent> event = FromProto(wire);
+    if (!event.ok()) {
+      // An event we cannot apply is as good as lost: re-sync from a snapshot.
+      std::cerr << "router: worker " << batch.worker_id() << ": " << event.status().message()
+                << "; asking for a snapshot\n";
+      (void)index_.ObserveSeq(*slot, std::max(wire.seq(), index_.last_seq(*slot) + 1));
+      continue;
+    }
+    const auto outcome = index_.Apply(*slot, *event);
+    if (event->kind == routing::KvEvent::Kind::kSnapshot && outcome.ok() &&
+        *outcome == routing::EventOutcome::kApplied) {
+      // Rare (stream start, after a gap) and what an operator checks after a router restart.
+      std::int64_t blocks = 0;
+      for (const auto& tier : event->snapshot) blocks += static_cast<std::int64_t>(tier.block_hashes.size());
+      std::cerr << "router: worker " << batch.worker_id() << " KV snapshot at seq " << event->seq
+                << ": " << blocks << " blocks\n";
+    }
+  }
+  ack.set_acked_seq(index_.last_seq(*slot));
+  ack.set_resend_snapshot(index_.IsStale(*slot));
+  return ack;
+}
+
+std::vector<BlockHash> PrefixRouter::BlockHashes(std::span<const std::int32_t> prompt) const {
+  return ChainedBlockHashes(prompt, static_cast<std::size_t>(options_.block_size));
+}
+
+int PrefixRouter::NewTicket(const Ticket& ticket) {
+  int id;
+  if (!free_tickets_.empty()) {
+    id = free_tickets_.back();
+    free_tickets_.pop_back();
+  } else {
+    id = static_cast<int>(tickets_.size());
+    tickets_.emplace_back();
+  }
+  tickets_[id] = ticket;
+  tickets_[id].used = true;
+  return id;
+}
+
+bool PrefixRouter::TicketLive(int ticket) const {
+  if (ticket < 0 || ticket >= static_cast<int>(tickets_.size()) || !tickets_[ticket].used) {
+    return false;
+  }
+  const Ticket& t = tickets_[ticket];
+  return info_[t.slot].generation == t.generation;
+}
+
+absl::StatusOr<PrefixRouter::Choice> PrefixRouter::Choose(std::span<const std::int32_t> prompt,
+                                                          const Candidates& candidates,
+                                                          std::int64_t max_output_tokens) {
+  // Hashing outside the lock, into a stack buffer for prompts of usual length: no allocation.
+  const auto block_size = static_cast<std::size_t>(options_.block_size);
+  absl::InlinedVector<BlockHash, kInlineChainBlocks> chain(prompt.size() / block_size);
+  ChainedBlockHashesInto(prompt, block_size, 0, std::span(chain.data(), chain.size()));
+  absl::MutexLock lock(&mu_);
+  // Views, not shared_ptr copies: only the chosen workers' entries are copied (refcounts are
+  // atomic), and the candidates outlive this call.
+  std::array<const WorkerView*, routing::kMaxWorkers> views{};
+  WorkerMask routable = 0;
+  for (const auto* pool : {&candidates.prefill, &candidates.decode}) {
+    // Workers whose KV events stopped or broke are left out while the pool has others: what they
+    // hold is unknown. A pool of only such workers (e.g. just after a router restart, before the
+    // snapshots are in) still serves, without affinity, rather than failing every request.
+    for (bool allow_stale : {false, true}) {
+      bool any = false;
+      for (const WorkerView& view : *pool) {
+        const WorkerSlot slot = slots_.Find(view.entry->id());
+        if (slot == kNoWorker) continue;
+        const SlotInfo& info = info_[slot];
+        if (!info.registered || info.incarnation != view.entry->info().incarnation()) continue;
+        if (index_.IsStale(slot) && !allow_stale) continue;
+        routable |= routing::SlotBit(slot);
+        views[slot] = &view;
+        any = true;
+      }
+      if (any) break;
+    }
+  }
+  // Only workers whose availability changed since the previous decision are written: usually
+  // none.
+  for (const routing::WorkerState& state : table_.states()) {
+    if (state.slot == kNoWorker) continue;
+    const bool candidate = (routable & routing::SlotBit(state.slot)) != 0;
+    if (state.available != candidate) (void)table_.SetAvailable(state.slot, candidate);
+    // Held prefills of a worker out of routing would wait for completions that never come: they
+    // go now and fail (or finish) on their own.
+    if (!candidate && hold_.held(state.slot) > 0) {
+      WakeLocked(hold_.ReleaseAll(state.slot));
+      PublishHeld();
+    }
+  }
+  routing::RouteRequest request{.block_hashes = chain,
+                                .prompt_tokens = static_cast<std::int64_t>(prompt.size()),
+                                .block_size = options_.block_size,
+                                .max_output_tokens = max_output_tokens};
+  const double now = Seconds();
+  absl::StatusOr<routing::RouteDecision> decision =
+      policy_->Route(request, routing::ClusterView{.index = &index_,
+                                                   .workers = table_.states(),
+                                                   .now_seconds = now});
+  if (!decision.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("no routable workers: ", decision.status().message()));
+  }
+  const auto chosen = [&](WorkerSlot slot) -> const WorkerView* {
+    return slot >= 0 && slot < routing::kMaxWorkers ? views[slot] : nullptr;
+  };
+  const WorkerView* prefill = chosen(decision->prefill);
+  const WorkerView* decode = chosen(decision->decode);
+  if (prefill == nullptr || (decision->decode != kNoWorker && decode == nullptr)) {
+    return absl::InternalError(absl::StrCat("policy ", policy_->name(),
+                                            " chose a worker that is not a candidate"));
+  }
+  index_.Touch(chain);
+
+  Choice choice;
+  choice.prefill = prefill->entry;
+  choice.predicted_cached_tokens = decision->predicted_cached_tokens;
+  const std::int64_t prompt_tokens = request.prompt_tokens;
+  const std::int64_t bs = options_.block_size;
+  const std::int64_t blocks = (prompt_tokens + std::max<std::int64_t>(max_output_tokens, 0) + bs - 1) / bs;
+  const std::int64_t uncached = std::max<std::int64_t>(0, prompt_tokens - choice.predicted_cached_tokens);
+  table_.OnPrefillDispatched(decision->prefill, uncached, blocks, now);
+  choice.prefill_ticket = NewTicket({.slot = decision->prefill,
+                                     .generation = info_[decision->prefill].generation,
+                                     .uncached_tokens = uncached,
+                                     .prompt_tokens = prompt_tokens,
+                                     .blocks = blocks,
+                                     .dispatched = now});
+  // Only prefill-only workers are held: a combined worker's prefill accounting lasts its whole
+  // generation, so holding would serialise generations.
+  if (decision->decode != kNoWorker) {
+    // Before a worker's speed is learnt the policies' prior orders the queue: only relative sizes
+    // matter then.
+    const double seconds_per_token = table_.states()[decision->prefill].PrefillSecondsPerToken(
+        routing::TandemOptions{}.prior_prefill_seconds_per_token);
+    choice.held = !hold_.Enqueue(static_cast<routing::PrefillQueue::Ticket>(choice.prefill_ticket),
+                                 decision->prefill,
+                                 static_cast<double>(uncached) * seconds_per_token, now,
+                                 uncached);
+    if (choice.held) PublishHeld();
+    choice.decode = decode->entry;
+    table_.OnDecodeDispatched(decision->decode, blocks);
+    choice.decode_ticket = NewTicket({.slot = decision->decode,
+                                      .generation = info_[decision->decode].generation,
+                                      .blocks = blocks});
+  }
+  return choice;
+}
+
+bool PrefixRouter::PrefillHeld(int ticket) {
+  absl::MutexLock lock(&mu_);
+  return hold_.IsHeld(static_cast<routing::PrefillQueue::Ticket>(ticket));
+}
+
+async::Task<absl::Status> PrefixRouter::PrefillTurn(int ticket, async::Executor* executor,
+                                                    CallCanceller* canceller,
+                                                    std::chrono::system_clock::time_point deadline) {
+  const auto key = static_cast<routing::PrefillQueue::Ticket>(ticket);
+  std::shared_ptr<async::Event> wake = async::Event::Create(executor);
+  CallCanceller::Wake on_cancel(canceller, wake);
+  async::Alarm at_deadline(wake, deadline);
+  bool waited = false;
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!hold_.IsHeld(key)) {
+        hold_waiters_.erase(ticket);
+        if (waited && options_.metrics != nullptr && ticket >= 0 &&
+            ticket < static_cast<int>(tickets_.size())) {
+          options_.metrics->prefill_hold_seconds->Observe(Seconds() - tickets_[ticket].dispatched);
+        }
+        co_return absl::OkStatus();
+      }
+      absl::Status gave_up = canceller->reason();
+      if (gave_up.ok() && std::chrono::system_clock::now() >= deadline) {
+        gave_up = absl::DeadlineExceededError("deadline passed while waiting for a prefill worker");
+      }
+      if (!gave_up.ok()) {
+        hold_waiters_.erase(ticket);
+        WakeLocked(hold_.Done(key));
+        PublishHeld();
+        co_return gave_up;
+      }
+      hold_waiters_[ticket] = wake;
+    }
+    waited = true;
+    co_await wake->Wait();
+  }
+}
+
+void PrefixRouter::WakeLocked(const std::vector<routing::PrefillQueue::Ticket>& released) {
+  for (routing::PrefillQueue::Ticket ticket : released) {
+    auto waiter = hold_waiters_.find(static_cast<int>(ticket));
+    if (waiter != hold_waiters_.end()) waiter->second->Notify();
+  }
+}
+
+void PrefixRouter::PublishHeld() {
+  if (options_.metrics != nullptr) {
+    options_.metrics->prefills_held->Set(static_cast<double>(hold_.total_held()));
+  }
+}
+
+void PrefixRouter::PrefillFinished(int ticket, const v1::PrefillResponse* response) {
+  absl::MutexLock lock(&mu_);
+  // Its place (or its spot in the queue) is free whatever happened to it.
+  WakeLocked(hold_.Done(static_cast<routing::PrefillQueue::Ticket>(ticket)));
+  PublishHeld();
+  if (ticket < 0 || ticket >= static_cast<int>(tickets_.size()) || !tickets_[ticket].used) return;
+  const Ticket t = tickets_[ticket];
+  tickets_[ticket].used = false;
+  free_tickets_.push_back(ticket);
+  if (info_[t.slot].generation != t.generation) return;  // a previous incarnation's request
+  const double now = Seconds();
+  std::int64_t computed = 0;
+  double compute_seconds = 0;
+  if (response != nullptr) {
+    computed = std::max<std::int64_t>(0, t.prompt_tokens - response->cached_prompt_tokens());
+    // One prefill at a time per worker: this one started when it arrived or when the previous one
+    // ended, whichever is later. The KV transfer is not prefill speed.
+    const double started = std::max(t.dispatched, info_[t.slot].last_prefill_end);
+    compute_seconds = now - started - response->kv_transfer_us() / 1e6;
+    info_[t.slot].last_prefill_end = now;
+  }
+  table_.OnPrefillFinished(t.slot, t.uncached_tokens, t.blocks, computed,
+                           std::max(0.0, compute_seconds), now);
+}
+
+void PrefixRouter::DecodeFinished(int ticket) {
+  absl::MutexLock lock(&mu_);
+  if (!TicketLive(ticket)) {
+    if (ticket >= 0 && ticket < static_cast<int>(tickets_.size()) && tickets_[ticket].used) {
+      tickets_[ticket].used = false;
+      free_tickets_.push_back(ticket);
+    }
+    return;
+  }
+  const Ticket t = tickets_[ticket];
+  tickets_[ticket].used = false;
+  free_tickets_.push_back(ticket);
+  table_.OnDecodeFinished(t.slot, t.blocks);
+}
+
+bool PrefixRouter::Routable(const std::string& worker_id) {
+  absl::MutexLock lock(&mu_);
+  const WorkerSlot slot = slots_.Find(worker_id);
+  return slot != kNoWorker && info_[slot].registered && !index_.IsStale(slot);
+}
+
+std::int64_t PrefixRouter::IndexedBlocks(const std::string& worker_id) {
+  absl::MutexLock lock(&mu_);
+  const WorkerSlot slot = slots_.Find(worker_id);
+  if (slot == kNoWorker) return 0;
+  std::int64_t total = 0;
+  for (int t = 0; t < routing::kNumTiers; ++t) {
+    total += index_.blocks_on(slot, static_cast<routing::Tier>(t));
+  }
+  return total;
+}
+
+}  // namespace tandem::router

@@ -1,0 +1,145 @@
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/container/flat_hash_map.h"
+#include "async/event.h"
+#include "async/task.h"
+#include "dispatch/call_canceller.h"
+#include "tandem/routing/kv_index.h"
+#include "tandem/routing/policy.h"
+#include "tandem/routing/prefill_queue.h"
+#include "tandem/routing/worker_slots.h"
+#include "tandem/routing/worker_state.h"
+#include "tandem/v1/router_control.pb.h"
+#include "workers/worker_registry.h"
+
+namespace tandem::router {
+
+// The router's routing core: the global KV prefix index fed by the workers' KV events, the worker
+// table fed by heartbeats and by dispatch/completion, and the configured policy. One mutex guards
+// all of it; ingest and decisions take microseconds. Thread-safe.
+//
+// Liveness stays the registry's (leases); this adds the KV-event side of health: a worker whose
+// heartbeats report events the router has not received a whole heartbeat period later is out of
+// routing (its event stream stopped) until a snapshot re-syncs it.
+class PrefixRouter {
+ public:
+  struct Options {
+    int block_size = 16;
+    std::string policy = "tandem";
+    std::size_t max_index_blocks = std::size_t{1} << 20;
+    // The tandem policy's hold queue (routing::PrefillQueue): prefills out per prefill worker (0:
+    // none held) and the priority a held one gains per second.
+    int prefill_hold_depth = 1;
+    double prefill_hold_aging = 0.1;
+    // Held prefills that together fit this many uncached tokens go out to a worker at once, to
+    // be computed in one engine step. -1: each worker's announced step budget; 0: no batching.
+    int prefill_batch_tokens = -1;
+    const RouterMetrics* metrics = nullptr;  // optional: the hold queue's gauge and histogram
+    SteadyNow now = [] { return std::chrono::steady_clock::now(); };
+  };
+  static absl::StatusOr<std::unique_ptr<PrefixRouter>> Create(Options options);
+
+  // A worker the registry accepted. A new incarnation forgets what the previous one held.
+  absl::Status OnRegistered(const v1::WorkerInfo& info);
+  // Returns whether the worker must resend its KV snapshot.
+  bool OnHeartbeat(const v1::HeartbeatRequest& heartbeat);
+  // One batch from a worker's PublishKvEvents stream.
+  v1::KvEventAck OnEvents(const v1::KvEventBatch& batch);
+
+  // Candidates of one decision: the registry's healthy workers (per role).
+  struct Candidates {
+    std::vector<WorkerView> prefill;  // prefill or combined workers
+    std::vector<WorkerView> decode;   // empty: the prefill worker decodes
+  };
+  struct Choice {
+    std::shared_ptr<WorkerEntry> prefill;
+    std::shared_ptr<WorkerEntry> decode;  // null without a decode pool
+    std::int64_t predicted_cached_tokens = 0;
+    // Accounting handles: pass them to the lease hooks below.
+    int prefill_ticket = -1;
+    int decode_ticket = -1;
+    // The prefill must wait for its turn (AwaitPrefillTurn) before it starts.
+    bool held = false;
+  };
+  absl::StatusOr<Choice> Choose(std::span<const std::int32_t> prompt, const Candidates& candidates,
+                                std::int64_t max_output_tokens = 0);
+
+  // Ends the accounting of a dispatched prefill: measured, when the worker answered, else without
+  // a speed sample (it failed or the request was cancelled first).
+  void PrefillFinished(int ticket, const v1::PrefillResponse* response);
+  // Completes once the prefill is no longer held: OK once it may start; the canceller's reason or
+  // DEADLINE_EXCEEDED otherwise (the prefill then leaves the queue). Resumes on `executor`.
+  async::Task<absl::Status> PrefillTurn(int ticket, async::Executor* executor,
+                                        CallCanceller* canceller,
+                                        std::chrono::system_clock::time_point deadline);
+  bool PrefillHeld(int ticket);
+  void DecodeFinished(int ticket);
+
+  // Chained hashes of the prompt's full blocks (what workers publish for the same tokens).
+  std::vector<routing::BlockHash> BlockHashes(std::span<const std::int32_t> prompt) const;
+
+  // For tests and metrics.
+  bool Routable(const std::string& worker_id);
+  std::int64_t IndexedBlocks(const std::string& worker_id);
+  absl::string_view policy_name() const { return policy_->name(); }
+
+ private:
+  // Per slot: what the router knows of the worker beyond the index and table.
+  struct SlotInfo {
+    std::uint64_t incarnation = 0;
+    bool known = false;       // the index has this incarnation
+    bool registered = false;  // and the table has it (it registered)
+    std::uint64_t generation = 0;  // bumps with each incarnation: late completions are ignored
+    double last_heard = 0;         // seconds on `now`: picks the slot to reuse when all are taken
+    std::uint64_t claimed_seq = 0;  // last_kv_event_seq of the previous heartbeat
+    double last_prefill_end = -1;   // seconds on `now`, for per-prefill compute time
+  };
+  // One dispatched prefill or decode, until it finishes.
+  struct Ticket {
+    bool used = false;
+    routing::WorkerSlot slot = routing::kNoWorker;
+    std::uint64_t generation = 0;
+    std::int64_t uncached_tokens = 0;
+    std::int64_t prompt_tokens = 0;
+    std::int64_t blocks = 0;
+    double dispatched = 0;
+  };
+
+  explicit PrefixRouter(Options options, std::unique_ptr<routing::Policy> policy);
+  double Seconds() const;
+  absl::StatusOr<routing::WorkerSlot> SlotFor(const std::string& worker_id,
+                                              std::uint64_t incarnation)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int NewTicket(const Ticket& ticket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool TicketLive(int ticket) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PublishHeld() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Wakes the waiting prefills the hold queue let go.
+  void WakeLocked(const std::vector<routing::PrefillQueue::Ticket>& released)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const Options options_;
+  const std::unique_ptr<routing::Policy> policy_;
+  const std::chrono::steady_clock::time_point epoch_;
+  absl::Mutex mu_;
+  routing::KvIndex index_ ABSL_GUARDED_BY(mu_);
+  routing::WorkerTable table_ ABSL_GUARDED_BY(mu_);
+  routing::PrefillQueue hold_ ABSL_GUARDED_BY(mu_);
+  routing::WorkerSlots slots_ ABSL_GUARDED_BY(mu_);
+  std::array<SlotInfo, routing::kMaxWorkers> info_ ABSL_GUARDED_BY(mu_){};
+  std::vector<Ticket> tickets_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> free_tickets_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<int, std::shared_ptr<async::Event>> hold_waiters_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace tandem::router

@@ -1,0 +1,259 @@
+#include "workers/worker_registry.h"
+
+#include <algorithm>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/create_channel.h"
+#include "tandem/rpc/conversions.h"
+
+namespace tandem::router {
+
+const char* RoleName(v1::WorkerRole role) {
+  switch (role) {
+    case v1::WORKER_ROLE_PREFILL: return "prefill";
+    case v1::WORKER_ROLE_DECODE: return "decode";
+    case v1::WORKER_ROLE_COMBINED: return "combined";
+    case v1::WORKER_ROLE_ENCODER: return "encoder";
+    default: return "unspecified";
+  }
+}
+
+WorkerEntry::WorkerEntry(v1::WorkerInfo info, std::shared_ptr<grpc::Channel> channel)
+    : info_(std::move(info)), channel_(std::move(channel)), stub_(v1::Worker::NewStub(channel_)) {}
+
+WorkerLease::WorkerLease(WorkerRegistry* registry, std::shared_ptr<WorkerEntry> entry)
+    : registry_(registry), entry_(std::move(entry)) {}
+
+WorkerLease::~WorkerLease() {
+  if (prefill_hook_) prefill_hook_(nullptr);
+  if (release_hook_) release_hook_();
+  registry_->Release(*entry_, watched_);
+}
+
+void WorkerLease::PrefillDone(const v1::PrefillResponse& response) {
+  if (!prefill_hook_) return;
+  prefill_hook_(&response);
+  prefill_hook_ = nullptr;
+}
+
+async::Task<absl::Status> WorkerLease::Start(async::Executor* executor, CallCanceller* canceller,
+                                             std::chrono::system_clock::time_point deadline) {
+  if (!start_gate_) co_return absl::OkStatus();
+  co_return co_await start_gate_(executor, canceller, deadline);
+}
+
+void WorkerLease::Watch(CallCanceller* canceller) {
+  if (watched_ != nullptr) return;
+  watched_ = canceller;
+  registry_->AddWatcher(*entry_, canceller);
+}
+
+WorkerRegistry::WorkerRegistry(Options options) : options_(std::move(options)) {}
+
+absl::StatusOr<v1::RegisterWorkerResponse> WorkerRegistry::Register(
+    const v1::RegisterWorkerRequest& request) {
+  if (absl::Status st = rpc::CheckVersion(request.version()); !st.ok()) return st;
+  const v1::WorkerInfo& info = request.worker();
+  if (info.worker_id().empty()) return absl::InvalidArgumentError("worker.worker_id is required");
+  if (info.model().empty()) return absl::InvalidArgumentError("worker.model is required");
+  if (info.grpc_endpoint().empty()) {
+    return absl::InvalidArgumentError("worker.grpc_endpoint is required");
+  }
+  const v1::WorkerRole role = info.role();
+  if (role != v1::WORKER_ROLE_PREFILL && role != v1::WORKER_ROLE_DECODE &&
+      role != v1::WORKER_ROLE_COMBINED) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("worker.role ", RoleName(role), " cannot serve generations"));
+  }
+  if (static_cast<int>(info.kv_block_size()) != options_.kv_block_size) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", info.worker_id(), " uses KV blocks of ", info.kv_block_size(),
+        " tokens but this router uses ", options_.kv_block_size,
+        ": their prefix hashes would never match"));
+  }
+  if (info.kv_hash_scheme() != options_.kv_hash_scheme) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", info.worker_id(), " hashes KV blocks with '", info.kv_hash_scheme(),
+        "' but this router uses '", options_.kv_hash_scheme,
+        "': its KV events would never match a request (every lookup a miss)"));
+  }
+
+  absl::MutexLock lock(&mu_);
+  std::shared_ptr<grpc::Channel> channel;
+  auto it = workers_.find(info.worker_id());
+  if (it != workers_.end() && SameRegistration(it->second->info(), info)) {
+    // The same process registering again (it lost touch with us): keep its entry, so requests
+    // in flight on it stay counted and watched.
+    Revive(*it->second);
+    return LeaseTerms();
+  }
+  if (it != workers_.end()) {
+    WorkerEntry& old = *it->second;
+    // The old registration's requests must stop waiting on a process that is gone.
+    if (old.info().incarnation() != info.incarnation()) MarkDownLocked(old, "re-registered");
+    if (old.info().grpc_endpoint() == info.grpc_endpoint()) channel = old.channel_;
+  }
+  if (channel == nullptr) {
+    channel = grpc::CreateChannel(info.grpc_endpoint(), grpc::InsecureChannelCredentials());
+  }
+  auto entry = std::make_shared<WorkerEntry>(info, std::move(channel));
+  entry->last_seen_ = options_.now();
+  if (options_.metrics != nullptr) {
+    const std::vector<std::string> labels = {info.worker_id(), RoleName(role)};
+    entry->load_gauge_ = options_.metrics->worker_load->WithLabels(labels).value_or(nullptr);
+    entry->up_gauge_ = options_.metrics->worker_up->WithLabels(labels).value_or(nullptr);
+    if (entry->up_gauge_ != nullptr) entry->up_gauge_->Set(1);
+  }
+  PublishLoadLocked(*entry);
+  workers_[info.worker_id()] = std::move(entry);
+  return LeaseTerms();
+}
+
+bool WorkerRegistry::SameRegistration(const v1::WorkerInfo& a, const v1::WorkerInfo& b) {
+  return a.incarnation() == b.incarnation() && a.grpc_endpoint() == b.grpc_endpoint() &&
+         a.role() == b.role() && a.model() == b.model() && a.max_context() == b.max_context();
+}
+
+v1::RegisterWorkerResponse WorkerRegistry::LeaseTerms() const {
+  v1::RegisterWorkerResponse response;
+  *response.mutable_version() = rpc::CurrentVersion();
+  // Three heartbeats per lease: one lost heartbeat does not take a worker down.
+  response.set_heartbeat_interval_ms(std::max(1, options_.lease_ms / 3));
+  response.set_lease_ms(options_.lease_ms);
+  return response;
+}
+
+void WorkerRegistry::Revive(WorkerEntry& entry) {
+  entry.last_seen_ = options_.now();
+  if (entry.up_) return;
+  entry.up_ = true;
+  if (entry.up_gauge_ != nullptr) entry.up_gauge_->Set(1);
+  std::cerr << "router: worker " << entry.id() << " is back\n";
+}
+
+v1::HeartbeatResponse WorkerRegistry::Heartbeat(const v1::HeartbeatRequest& request) {
+  v1::HeartbeatResponse response;
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(request.worker_id());
+  if (it == workers_.end() || it->second->info().incarnation() != request.incarnation()) {
+    response.set_reregister(true);
+    return response;
+  }
+  WorkerEntry& entry = *it->second;
+  entry.load_ = request.load();
+  Revive(entry);
+  PublishLoadLocked(entry);
+  return response;
+}
+
+std::vector<WorkerView> WorkerRegistry::Healthy(const std::string& model, v1::WorkerRole role) {
+  absl::MutexLock lock(&mu_);
+  ExpireLeasesLocked();
+  std::vector<WorkerView> out;
+  for (const auto& [id, entry] : workers_) {
+    if (!entry->up_ || entry->role() != role || entry->info().model() != model) continue;
+    out.push_back({entry, entry->router_in_flight() +
+                              static_cast<int>(entry->load_.running_requests() +
+                                               entry->load_.waiting_requests())});
+  }
+  // Deterministic order, so ties go to the same worker every time.
+  std::sort(out.begin(), out.end(),
+            [](const WorkerView& a, const WorkerView& b) { return a.entry->id() < b.entry->id(); });
+  return out;
+}
+
+std::unique_ptr<WorkerLease> WorkerRegistry::Acquire(std::shared_ptr<WorkerEntry> entry) {
+  entry->in_flight_.fetch_add(1);
+  {
+    absl::MutexLock lock(&mu_);
+    PublishLoadLocked(*entry);
+  }
+  return std::make_unique<WorkerLease>(this, std::move(entry));
+}
+
+void WorkerRegistry::Release(WorkerEntry& entry, CallCanceller* watched) {
+  entry.in_flight_.fetch_sub(1);
+  absl::MutexLock lock(&mu_);
+  if (watched != nullptr) {
+    auto& w = entry.watchers_;
+    w.erase(std::remove(w.begin(), w.end(), watched), w.end());
+  }
+  PublishLoadLocked(entry);
+}
+
+void WorkerRegistry::AddWatcher(WorkerEntry& entry, CallCanceller* canceller) {
+  absl::MutexLock lock(&mu_);
+  if (!entry.up_) {
+    canceller->Cancel(absl::UnavailableError(absl::StrCat("worker ", entry.id(), " is down")));
+    return;
+  }
+  entry.watchers_.push_back(canceller);
+}
+
+void WorkerRegistry::MarkDown(const WorkerEntry& entry, const std::string& why) {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(entry.id());
+  // Only this registration: a newer incarnation of the same id has nothing to do with the failure.
+  if (it == workers_.end() || it->second.get() != &entry) return;
+  MarkDownLocked(*it->second, why);
+}
+
+void WorkerRegistry::MarkDownLocked(WorkerEntry& entry, const std::string& why) {
+  if (!entry.up_) return;
+  entry.up_ = false;
+  if (entry.up_gauge_ != nullptr) entry.up_gauge_->Set(0);
+  std::cerr << "router: worker " << entry.id() << " is down: " << why << "\n";
+  const absl::Status reason =
+      absl::UnavailableError(absl::StrCat("worker ", entry.id(), " is down: ", why));
+  for (CallCanceller* canceller : entry.watchers_) canceller->Cancel(reason);
+  entry.watchers_.clear();
+}
+
+void WorkerRegistry::ExpireLeases() {
+  absl::MutexLock lock(&mu_);
+  ExpireLeasesLocked();
+}
+
+void WorkerRegistry::ExpireLeasesLocked() {
+  const auto now = options_.now();
+  const auto lease = std::chrono::milliseconds(options_.lease_ms);
+  for (auto& [id, entry] : workers_) {
+    if (entry->up_ && now - entry->last_seen_ > lease) {
+      MarkDownLocked(*entry, absl::StrCat("no heartbeat for ", options_.lease_ms, " ms"));
+    }
+  }
+}
+
+void WorkerRegistry::PublishLoadLocked(WorkerEntry& entry) {
+  if (entry.load_gauge_ == nullptr) return;
+  // A replaced registration shares its labels with the new one, which owns the gauge now.
+  auto it = workers_.find(entry.id());
+  if (it != workers_.end() && it->second.get() != &entry) return;
+  entry.load_gauge_->Set(entry.router_in_flight() + entry.load_.running_requests() +
+                         entry.load_.waiting_requests());
+}
+
+WorkerRegistry::Readiness WorkerRegistry::Ready(const std::string& model) {
+  absl::MutexLock lock(&mu_);
+  ExpireLeasesLocked();
+  int prefill = 0, decode = 0, combined = 0;
+  for (const auto& [id, entry] : workers_) {
+    if (!entry->up_ || entry->info().model() != model) continue;
+    prefill += entry->role() == v1::WORKER_ROLE_PREFILL;
+    decode += entry->role() == v1::WORKER_ROLE_DECODE;
+    combined += entry->role() == v1::WORKER_ROLE_COMBINED;
+  }
+  if (combined > 0 || (prefill > 0 && decode > 0)) return {true, ""};
+  return {false, absl::StrCat("no healthy workers can serve ", model, ": ", prefill, " prefill, ",
+                              decode, " decode, ", combined, " combined")};
+}
+
+bool WorkerRegistry::IsUp(const std::string& worker_id) {
+  absl::MutexLock lock(&mu_);
+  ExpireLeasesLocked();
+  auto it = workers_.find(worker_id);
+  return it != workers_.end() && it->second->up_;
+}
+
+}  // namespace tandem::router

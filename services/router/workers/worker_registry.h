@@ -1,0 +1,152 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "async/executor.h"
+#include "async/task.h"
+#include "dispatch/call_canceller.h"
+#include "router_metrics.h"
+#include "tandem/routing/types.h"
+#include "tandem/v1/router_control.pb.h"
+#include "tandem/v1/worker.grpc.pb.h"
+
+namespace tandem::router {
+
+using SteadyNow = std::function<std::chrono::steady_clock::time_point()>;
+
+const char* RoleName(v1::WorkerRole role);
+
+// One registration of one worker process (a new incarnation gets a new entry). `info` and the
+// stub never change; liveness and load are the registry's, read through it.
+class WorkerEntry {
+ public:
+  WorkerEntry(v1::WorkerInfo info, std::shared_ptr<grpc::Channel> channel);
+
+  const v1::WorkerInfo& info() const { return info_; }
+  const std::string& id() const { return info_.worker_id(); }
+  v1::WorkerRole role() const { return info_.role(); }
+  v1::Worker::Stub& stub() const { return *stub_; }
+  int router_in_flight() const { return in_flight_.load(); }
+
+ private:
+  friend class WorkerRegistry;
+  const v1::WorkerInfo info_;
+  const std::shared_ptr<grpc::Channel> channel_;
+  const std::unique_ptr<v1::Worker::Stub> stub_;
+  std::atomic<int> in_flight_{0};
+  // Guarded by the registry's mutex.
+  bool up_ = true;
+  std::chrono::steady_clock::time_point last_seen_;
+  v1::WorkerLoad load_;
+  std::vector<CallCanceller*> watchers_;
+  metrics::Gauge* load_gauge_ = nullptr;
+  metrics::Gauge* up_gauge_ = nullptr;
+};
+
+class WorkerRegistry;
+
+// One request's claim on a worker: counts it in the worker's load and, should the worker go down
+// meanwhile, cancels the request's calls so the client hears about it without waiting on TCP.
+class WorkerLease {
+ public:
+  WorkerLease(WorkerRegistry* registry, std::shared_ptr<WorkerEntry> entry);
+  ~WorkerLease();
+  WorkerLease(const WorkerLease&) = delete;
+  WorkerLease& operator=(const WorkerLease&) = delete;
+
+  const WorkerEntry& worker() const { return *entry_; }
+  // Cancels `canceller` when the worker goes down, until the lease ends. At most one.
+  void Watch(CallCanceller* canceller);
+
+  // Routing accounting. The prefill hook runs once: with the worker's answer when the dispatcher
+  // reports one (PrefillDone), else with null when the lease ends; the release hook when it ends.
+  void SetPrefillHook(std::function<void(const v1::PrefillResponse*)> hook) {
+    prefill_hook_ = std::move(hook);
+  }
+  void SetReleaseHook(std::function<void()> hook) { release_hook_ = std::move(hook); }
+  void PrefillDone(const v1::PrefillResponse& response);
+  // The router may hold a prefill until the worker is free (PrefixRouter's hold queue): the
+  // dispatcher waits on the gate before it starts the prefill. OK at once without a gate; else the
+  // gate's answer (the canceller's reason, DEADLINE_EXCEEDED).
+  using StartGate = std::function<async::Task<absl::Status>(
+      async::Executor*, CallCanceller*, std::chrono::system_clock::time_point)>;
+  void SetStartGate(StartGate gate) { start_gate_ = std::move(gate); }
+  async::Task<absl::Status> Start(async::Executor* executor, CallCanceller* canceller,
+                                  std::chrono::system_clock::time_point deadline);
+
+ private:
+  WorkerRegistry* registry_;
+  std::shared_ptr<WorkerEntry> entry_;
+  CallCanceller* watched_ = nullptr;
+  std::function<void(const v1::PrefillResponse*)> prefill_hook_;
+  std::function<void()> release_hook_;
+  StartGate start_gate_;
+};
+
+// A healthy candidate and its load: router in-flight plus the last reported running + waiting.
+struct WorkerView {
+  std::shared_ptr<WorkerEntry> entry;
+  int load = 0;
+};
+
+// The workers the router knows, keyed by worker id. Thread-safe.
+class WorkerRegistry {
+ public:
+  struct Options {
+    int kv_block_size = 16;
+    std::string kv_hash_scheme = routing::kKvHashScheme;
+    int lease_ms = 3000;
+    SteadyNow now = [] { return std::chrono::steady_clock::now(); };
+    const RouterMetrics* metrics = nullptr;  // optional
+  };
+  explicit WorkerRegistry(Options options);
+
+  // FailedPrecondition for another KV block size, hash scheme or API major; InvalidArgument for missing fields.
+  absl::StatusOr<v1::RegisterWorkerResponse> Register(const v1::RegisterWorkerRequest& request);
+  // Asks for re-registration when the id or incarnation is unknown; revives a down worker.
+  v1::HeartbeatResponse Heartbeat(const v1::HeartbeatRequest& request);
+
+  // Healthy workers serving `model` in `role`, after expiring stale leases.
+  std::vector<WorkerView> Healthy(const std::string& model, v1::WorkerRole role);
+  std::unique_ptr<WorkerLease> Acquire(std::shared_ptr<WorkerEntry> entry);
+
+  // Marks this registration down (a call to it failed); its next heartbeat brings it back.
+  void MarkDown(const WorkerEntry& entry, const std::string& why);
+  // Marks down every worker whose last heartbeat is older than the lease.
+  void ExpireLeases();
+
+  struct Readiness {
+    bool ready = false;
+    std::string reason;  // why not, when not
+  };
+  Readiness Ready(const std::string& model);
+
+  bool IsUp(const std::string& worker_id);
+  int lease_ms() const { return options_.lease_ms; }
+
+ private:
+  friend class WorkerLease;
+  static bool SameRegistration(const v1::WorkerInfo& a, const v1::WorkerInfo& b);
+  v1::RegisterWorkerResponse LeaseTerms() const;
+  void Revive(WorkerEntry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ExpireLeasesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MarkDownLocked(WorkerEntry& entry, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PublishLoadLocked(WorkerEntry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Release(WorkerEntry& entry, CallCanceller* watched);
+  void AddWatcher(WorkerEntry& entry, CallCanceller* canceller);
+
+  const Options options_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<WorkerEntry>> workers_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace tandem::router
