@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Router memory per open, idle stream: a local cluster (router + 1 prefill + 1 decode,
 # stories260K) whose router lets one generation out at a time and whose decode worker is frozen,
-# so every stream waits in the router's queue; the bench opens N streams and samples the router's
+# so every stream waits in the router's queue (the lease is long, so the frozen worker is not
+# declared down); the bench opens N streams and samples the router's
 # RSS and thread count. Not a test: numbers go to docs/performance.md.
 #
 #   tests/perf/idle_streams.sh [STREAMS=10000]
@@ -15,8 +16,8 @@ if [[ ! -f "$model/model.bin" ]]; then
   echo "skipped: no stories260K at $model (set TANDEM_MODEL)" >&2
   exit 0
 fi
-# Each stream is a connection, i.e. a file descriptor on both ends.
-ulimit -n "$((streams * 2 + 1024))"
+# Each stream is a connection: a file descriptor in the router and one in the client.
+ulimit -n "$((streams + 1024))"
 run_dir="$(mktemp -d)"
 port=$((20000 + RANDOM % 20000))
 down() {
@@ -26,6 +27,7 @@ down() {
 trap down EXIT
 TANDEM_ROUTER_MAX_IN_FLIGHT=1 TANDEM_ROUTER_MAX_QUEUE_LENGTH="$((streams + 100))" \
   TANDEM_ROUTER_MAX_QUEUE_WAIT_MS=3600000 TANDEM_ROUTER_HTTP_MAX_CONNECTIONS="$((streams + 100))" \
+  TANDEM_ROUTER_WORKER_LEASE_MS=3600000 \
   TANDEM_SKIP_BUILD=1 TANDEM_MODEL="$model" TANDEM_HTTP_PORT="$port" \
   TANDEM_CONTROL_PORT="$((port + 1))" TANDEM_RUN_DIR="$run_dir" BUILD_DIR="$build_dir" \
   deploy/local/up.sh >/dev/null
