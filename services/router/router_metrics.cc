@@ -79,6 +79,12 @@ absl::StatusOr<RouterMetrics> RouterMetrics::Create(metrics::Registry* r) {
   TANDEM_ASSIGN_OR_RETURN(m.worker_up, r->AddGauge("tandem_router_worker_up",
                                                    "1 while the worker's lease is valid.",
                                                    {"worker", "role"}));
+  TANDEM_ASSIGN_OR_RETURN(
+      m.worker_draining,
+      r->AddGauge("tandem_router_worker_draining",
+                  "1 once the worker said it is draining: it gets no new work, its requests in "
+                  "flight finish.",
+                  {"worker", "role"}));
   TANDEM_ASSIGN_OR_RETURN(m.kv_handoff_bytes,
                           Unlabelled(r->AddCounter("tandem_router_kv_handoff_bytes_total",
                                                    "KV bytes moved from prefill to decode.")));
@@ -98,6 +104,13 @@ absl::StatusOr<RouterMetrics> RouterMetrics::Create(metrics::Registry* r) {
                                  "How long held prefills waited in the router before starting.",
                                  latency)));
   return m;
+}
+
+void RouterMetrics::RemoveWorkerSeries(const std::string& worker, const std::string& role) const {
+  const std::vector<std::string> labels = {worker, role};
+  for (metrics::Family<metrics::Gauge>* family : {worker_load, worker_up, worker_draining}) {
+    if (family != nullptr) family->Remove(labels);
+  }
 }
 
 void RouterMetrics::CountRequest(const std::string& endpoint, int status) const {

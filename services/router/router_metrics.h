@@ -29,6 +29,11 @@ struct RouterMetrics {
   metrics::Gauge* active_streams = nullptr;   // open SSE responses
   metrics::Family<metrics::Gauge>* worker_load = nullptr;  // {worker, role}
   metrics::Family<metrics::Gauge>* worker_up = nullptr;    // {worker, role}
+  metrics::Family<metrics::Gauge>* worker_draining = nullptr;  // {worker, role}
+  // Deletes every per-worker series ({worker, role} families above) of this worker id and role:
+  // the registry calls it once it forgets a registration (deregistered, or down too long), after
+  // dropping its cached child pointers.
+  void RemoveWorkerSeries(const std::string& worker, const std::string& role) const;
   metrics::Counter* kv_handoff_bytes = nullptr;
   metrics::Histogram* kv_handoff_seconds = nullptr;
   metrics::Gauge* prefills_held = nullptr;             // in the tandem policy's hold queue

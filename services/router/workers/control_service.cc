@@ -31,7 +31,22 @@ grpc::Status ControlService::Heartbeat(grpc::ServerContext*, const v1::Heartbeat
                                        v1::HeartbeatResponse* response) {
   *response = registry_->Heartbeat(*request);
   if (!response->reregister()) {
+    if (request->load().draining()) {
+      prefix_router_->OnDraining(request->worker_id(), request->incarnation());
+    }
     response->set_resend_kv_snapshot(prefix_router_->OnHeartbeat(*request));
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::DeregisterWorker(grpc::ServerContext*,
+                                              const v1::DeregisterWorkerRequest* request,
+                                              v1::DeregisterWorkerResponse*) {
+  if (registry_->Deregister(request->worker_id(), request->incarnation(), request->reason())) {
+    prefix_router_->OnDeregistered(request->worker_id(), request->incarnation());
+  } else {
+    std::cerr << "router: deregistration of " << request->worker_id() << " incarnation "
+              << request->incarnation() << " ignored: not its current registration\n";
   }
   return grpc::Status::OK;
 }

@@ -1,6 +1,7 @@
 #include "workers/prefix_router.h"
 
 #include <algorithm>
+#include <bit>
 #include <iostream>
 
 #include "absl/container/inlined_vector.h"
@@ -200,6 +201,49 @@ v1::KvEventAck PrefixRouter::OnEvents(const v1::KvEventBatch& batch) {
   return ack;
 }
 
+WorkerSlot PrefixRouter::SlotOfLocked(const std::string& worker_id, std::uint64_t incarnation) {
+  const WorkerSlot slot = slots_.Find(worker_id);
+  if (slot == kNoWorker || !info_[slot].known || info_[slot].incarnation != incarnation) {
+    return kNoWorker;
+  }
+  return slot;
+}
+
+void PrefixRouter::OnDraining(const std::string& worker_id, std::uint64_t incarnation) {
+  absl::MutexLock lock(&mu_);
+  const WorkerSlot slot = SlotOfLocked(worker_id, incarnation);
+  if (slot == kNoWorker) return;
+  const routing::WorkerState* state = table_.Find(slot);
+  if (state != nullptr && state->available) (void)table_.SetAvailable(slot, false);
+  if (hold_.held(slot) > 0) {
+    WakeLocked(hold_.ReleaseAll(slot));
+    PublishHeld();
+  }
+}
+
+void PrefixRouter::OnDeregistered(const std::string& worker_id, std::uint64_t incarnation) {
+  absl::MutexLock lock(&mu_);
+  const WorkerSlot slot = SlotOfLocked(worker_id, incarnation);
+  if (slot == kNoWorker) return;
+  if (table_.Find(slot) != nullptr) (void)table_.SetAvailable(slot, false);
+  if (hold_.held(slot) > 0) {
+    WakeLocked(hold_.ReleaseAll(slot));
+    PublishHeld();
+  }
+  // As when a slot is reused: a new generation, so late completions of its tickets are ignored.
+  slots_.Release(worker_id);
+  (void)index_.RemoveWorker(slot);
+  info_[slot] = SlotInfo{.generation = info_[slot].generation + 1};
+}
+
+void PrefixRouter::SetAvailabilityLocked(WorkerMask available) {
+  for (const routing::WorkerState& state : table_.states()) {
+    if (state.slot == kNoWorker) continue;
+    const bool on = (available & routing::SlotBit(state.slot)) != 0;
+    if (state.available != on) (void)table_.SetAvailable(state.slot, on);
+  }
+}
+
 std::vector<BlockHash> PrefixRouter::BlockHashes(std::span<const std::int32_t> prompt) const {
   return ChainedBlockHashes(prompt, static_cast<std::size_t>(options_.block_size));
 }
@@ -238,6 +282,7 @@ absl::StatusOr<PrefixRouter::Choice> PrefixRouter::Choose(std::span<const std::i
   // atomic), and the candidates outlive this call.
   std::array<const WorkerView*, routing::kMaxWorkers> views{};
   WorkerMask routable = 0;
+  WorkerMask decode_pool = 0;
   for (const auto* pool : {&candidates.prefill, &candidates.decode}) {
     // Workers whose KV events stopped or broke are left out while the pool has others: what they
     // hold is unknown. A pool of only such workers (e.g. just after a router restart, before the
@@ -251,18 +296,51 @@ absl::StatusOr<PrefixRouter::Choice> PrefixRouter::Choose(std::span<const std::i
         if (!info.registered || info.incarnation != view.entry->info().incarnation()) continue;
         if (index_.IsStale(slot) && !allow_stale) continue;
         routable |= routing::SlotBit(slot);
+        if (pool == &candidates.decode) decode_pool |= routing::SlotBit(slot);
         views[slot] = &view;
         any = true;
       }
       if (any) break;
     }
   }
+  const auto info_of = [&](WorkerSlot slot) -> const v1::WorkerInfo& {
+    return views[slot]->entry->info();
+  };
+  const auto each_slot = [](WorkerMask mask, auto&& fn) {
+    for (; mask != 0; mask &= mask - 1) fn(static_cast<WorkerSlot>(std::countr_zero(mask)));
+  };
+  // A prefill without a decode of its KV layout, or a decode without such a prefill, cannot be
+  // part of any pair. Usually every worker has the same layout and this is one pass.
+  WorkerMask pairable = routable;
+  if (decode_pool != 0) {
+    bool mixed = false;
+    const std::string* layout = nullptr;
+    each_slot(routable, [&](WorkerSlot w) {
+      if (layout == nullptr) layout = &info_of(w).kv_layout_id();
+      mixed = mixed || *layout != info_of(w).kv_layout_id();
+    });
+    if (mixed) {
+      const WorkerMask prefill_pool = routable & ~decode_pool;
+      pairable = 0;
+      each_slot(prefill_pool, [&](WorkerSlot p) {
+        each_slot(decode_pool, [&](WorkerSlot d) {
+          if (KvCompatible(info_of(p), info_of(d))) {
+            pairable |= routing::SlotBit(p) | routing::SlotBit(d);
+          }
+        });
+      });
+      if (pairable == 0) {
+        return absl::UnavailableError(
+            "no prefill and decode worker share a kv_layout_id (KV format): no pair can be formed");
+      }
+    }
+  }
   // Only workers whose availability changed since the previous decision are written: usually
   // none.
+  SetAvailabilityLocked(pairable);
   for (const routing::WorkerState& state : table_.states()) {
     if (state.slot == kNoWorker) continue;
     const bool candidate = (routable & routing::SlotBit(state.slot)) != 0;
-    if (state.available != candidate) (void)table_.SetAvailable(state.slot, candidate);
     // Held prefills of a worker out of routing would wait for completions that never come: they
     // go now and fail (or finish) on their own.
     if (!candidate && hold_.held(state.slot) > 0) {
@@ -282,6 +360,38 @@ absl::StatusOr<PrefixRouter::Choice> PrefixRouter::Choose(std::span<const std::i
   if (!decision.ok()) {
     return absl::UnavailableError(
         absl::StrCat("no routable workers: ", decision.status().message()));
+  }
+  // The policies choose the decode apart from the prefill. When the decode is of another KV
+  // layout than the prefill, or of another generation while one of the prefill's generation is
+  // there, the decode is chosen again among the preferred ones, for that prefill.
+  const WorkerSlot p = decision->prefill;
+  const WorkerSlot d = decision->decode;
+  if (d != kNoWorker && p >= 0 && p < routing::kMaxWorkers && d >= 0 &&
+      d < routing::kMaxWorkers && views[p] != nullptr && views[d] != nullptr &&
+      !SameGeneration(info_of(p), info_of(d))) {
+    WorkerMask same_generation = 0, compatible = 0;
+    each_slot(pairable & decode_pool, [&](WorkerSlot w) {
+      if (SameGeneration(info_of(p), info_of(w))) same_generation |= routing::SlotBit(w);
+      if (KvCompatible(info_of(p), info_of(w))) compatible |= routing::SlotBit(w);
+    });
+    const WorkerMask preferred = same_generation != 0 ? same_generation : compatible;
+    if ((preferred & routing::SlotBit(d)) == 0) {
+      SetAvailabilityLocked(routing::SlotBit(p) | preferred);
+      decision = policy_->Route(request, routing::ClusterView{.index = &index_,
+                                                              .workers = table_.states(),
+                                                              .now_seconds = now});
+      SetAvailabilityLocked(pairable);
+      if (!decision.ok()) {
+        return absl::UnavailableError(
+            absl::StrCat("no routable workers: ", decision.status().message()));
+      }
+      if (decision->prefill != p || decision->decode == kNoWorker || decision->decode < 0 ||
+          decision->decode >= routing::kMaxWorkers ||
+          (preferred & routing::SlotBit(decision->decode)) == 0) {
+        return absl::InternalError(absl::StrCat("policy ", policy_->name(),
+                                                " paired a prefill with an incompatible decode"));
+      }
+    }
   }
   const auto chosen = [&](WorkerSlot slot) -> const WorkerView* {
     return slot >= 0 && slot < routing::kMaxWorkers ? views[slot] : nullptr;

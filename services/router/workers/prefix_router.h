@@ -56,8 +56,15 @@ class PrefixRouter {
   bool OnHeartbeat(const v1::HeartbeatRequest& heartbeat);
   // One batch from a worker's PublishKvEvents stream.
   v1::KvEventAck OnEvents(const v1::KvEventBatch& batch);
+  // The worker said it is draining: out of routing now, and the prefills held for it leave the
+  // hold queue at once (their start gate sees the drain and places them again elsewhere).
+  void OnDraining(const std::string& worker_id, std::uint64_t incarnation);
+  // The registry forgot this registration (deregistered): its slot, index entries and held
+  // prefills go. Another incarnation under the same id is left alone.
+  void OnDeregistered(const std::string& worker_id, std::uint64_t incarnation);
 
-  // Candidates of one decision: the registry's healthy workers (per role).
+  // Candidates of one decision: the registry's healthy workers (per role). A prefill is paired
+  // only with a decode of the same kv_layout_id (KvCompatible), preferring one of its generation.
   struct Candidates {
     std::vector<WorkerView> prefill;  // prefill or combined workers
     std::vector<WorkerView> decode;   // empty: the prefill worker decodes
@@ -124,6 +131,10 @@ class PrefixRouter {
   int NewTicket(const Ticket& ticket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool TicketLive(int ticket) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PublishHeld() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The slot of this incarnation of `worker_id`, or kNoWorker.
+  routing::WorkerSlot SlotOfLocked(const std::string& worker_id, std::uint64_t incarnation)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetAvailabilityLocked(routing::WorkerMask available) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Wakes the waiting prefills the hold queue let go.
   void WakeLocked(const std::vector<routing::PrefillQueue::Ticket>& released)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

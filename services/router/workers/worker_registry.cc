@@ -19,6 +19,14 @@ const char* RoleName(v1::WorkerRole role) {
   }
 }
 
+bool KvCompatible(const v1::WorkerInfo& prefill, const v1::WorkerInfo& decode) {
+  return prefill.kv_layout_id() == decode.kv_layout_id();
+}
+
+bool SameGeneration(const v1::WorkerInfo& prefill, const v1::WorkerInfo& decode) {
+  return KvCompatible(prefill, decode) && prefill.generation() == decode.generation();
+}
+
 WorkerEntry::WorkerEntry(v1::WorkerInfo info, std::shared_ptr<grpc::Channel> channel)
     : info_(std::move(info)), channel_(std::move(channel)), stub_(v1::Worker::NewStub(channel_)) {}
 
@@ -93,21 +101,65 @@ absl::StatusOr<v1::RegisterWorkerResponse> WorkerRegistry::Register(
     // The old registration's requests must stop waiting on a process that is gone.
     if (old.info().incarnation() != info.incarnation()) MarkDownLocked(old, "re-registered");
     if (old.info().grpc_endpoint() == info.grpc_endpoint()) channel = old.channel_;
+    // The new registration takes over the series; under another role its labels differ, and the
+    // old ones would stay frozen.
+    DetachMetricsLocked(old, /*remove_series=*/old.role() != role);
   }
   if (channel == nullptr) {
     channel = grpc::CreateChannel(info.grpc_endpoint(), grpc::InsecureChannelCredentials());
   }
   auto entry = std::make_shared<WorkerEntry>(info, std::move(channel));
   entry->last_seen_ = options_.now();
-  if (options_.metrics != nullptr) {
-    const std::vector<std::string> labels = {info.worker_id(), RoleName(role)};
-    entry->load_gauge_ = options_.metrics->worker_load->WithLabels(labels).value_or(nullptr);
-    entry->up_gauge_ = options_.metrics->worker_up->WithLabels(labels).value_or(nullptr);
-    if (entry->up_gauge_ != nullptr) entry->up_gauge_->Set(1);
-  }
-  PublishLoadLocked(*entry);
+  WorkerEntry& added = *entry;
   workers_[info.worker_id()] = std::move(entry);
+  AttachMetricsLocked(added);
+  PublishLoadLocked(added);
   return LeaseTerms();
+}
+
+void WorkerRegistry::AttachMetricsLocked(WorkerEntry& entry) {
+  if (options_.metrics == nullptr) return;
+  const RouterMetrics& m = *options_.metrics;
+  const std::vector<std::string> labels = {entry.id(), RoleName(entry.role())};
+  entry.load_gauge_ = m.worker_load->WithLabels(labels).value_or(nullptr);
+  entry.up_gauge_ = m.worker_up->WithLabels(labels).value_or(nullptr);
+  if (m.worker_draining != nullptr) {
+    entry.draining_gauge_ = m.worker_draining->WithLabels(labels).value_or(nullptr);
+  }
+  if (entry.up_gauge_ != nullptr) entry.up_gauge_->Set(entry.up_ ? 1 : 0);
+  if (entry.draining_gauge_ != nullptr) entry.draining_gauge_->Set(entry.draining_ ? 1 : 0);
+}
+
+void WorkerRegistry::DetachMetricsLocked(WorkerEntry& entry, bool remove_series) {
+  // Every use of these pointers holds mu_, as this does: none can be in use while they go.
+  entry.load_gauge_ = nullptr;
+  entry.up_gauge_ = nullptr;
+  entry.draining_gauge_ = nullptr;
+  if (remove_series && options_.metrics != nullptr) {
+    options_.metrics->RemoveWorkerSeries(entry.id(), RoleName(entry.role()));
+  }
+}
+
+std::chrono::milliseconds WorkerRegistry::forget_after() const {
+  return std::chrono::milliseconds(options_.forget_after_ms > 0
+                                       ? options_.forget_after_ms
+                                       : kForgetAfterLeases * options_.lease_ms);
+}
+
+bool WorkerRegistry::Deregister(const std::string& worker_id, std::uint64_t incarnation,
+                                const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end() || it->second->info().incarnation() != incarnation) return false;
+  std::shared_ptr<WorkerEntry> entry = std::move(it->second);
+  workers_.erase(it);
+  // Whatever still runs there is cut when the process exits: let it migrate now instead.
+  MarkDownLocked(*entry, absl::StrCat("deregistered (", reason.empty() ? "no reason" : reason,
+                                      ")"));
+  DetachMetricsLocked(*entry, /*remove_series=*/true);
+  std::cerr << "router: worker " << worker_id << " deregistered"
+            << (reason.empty() ? "" : ": ") << reason << "\n";
+  return true;
 }
 
 bool WorkerRegistry::SameRegistration(const v1::WorkerInfo& a, const v1::WorkerInfo& b) {
@@ -142,6 +194,11 @@ v1::HeartbeatResponse WorkerRegistry::Heartbeat(const v1::HeartbeatRequest& requ
   }
   WorkerEntry& entry = *it->second;
   entry.load_ = request.load();
+  if (request.load().draining() && !entry.draining_) {
+    entry.draining_ = true;
+    if (entry.draining_gauge_ != nullptr) entry.draining_gauge_->Set(1);
+    std::cerr << "router: worker " << entry.id() << " is draining: no new work goes to it\n";
+  }
   Revive(entry);
   PublishLoadLocked(entry);
   return response;
@@ -152,7 +209,10 @@ std::vector<WorkerView> WorkerRegistry::Healthy(const std::string& model, v1::Wo
   ExpireLeasesLocked();
   std::vector<WorkerView> out;
   for (const auto& [id, entry] : workers_) {
-    if (!entry->up_ || entry->role() != role || entry->info().model() != model) continue;
+    if (!entry->up_ || entry->draining_ || entry->role() != role ||
+        entry->info().model() != model) {
+      continue;
+    }
     out.push_back({entry, entry->router_in_flight() +
                               static_cast<int>(entry->load_.running_requests() +
                                                entry->load_.waiting_requests())});
@@ -161,6 +221,13 @@ std::vector<WorkerView> WorkerRegistry::Healthy(const std::string& model, v1::Wo
   std::sort(out.begin(), out.end(),
             [](const WorkerView& a, const WorkerView& b) { return a.entry->id() < b.entry->id(); });
   return out;
+}
+
+bool WorkerRegistry::Placeable(const WorkerEntry& entry) {
+  absl::MutexLock lock(&mu_);
+  ExpireLeasesLocked();
+  auto it = workers_.find(entry.id());
+  return it != workers_.end() && it->second.get() == &entry && entry.up_ && !entry.draining_;
 }
 
 std::unique_ptr<WorkerLease> WorkerRegistry::Acquire(std::shared_ptr<WorkerEntry> entry) {
@@ -202,6 +269,7 @@ void WorkerRegistry::MarkDown(const WorkerEntry& entry, const std::string& why) 
 void WorkerRegistry::MarkDownLocked(WorkerEntry& entry, const std::string& why) {
   if (!entry.up_) return;
   entry.up_ = false;
+  entry.down_since_ = options_.now();
   if (entry.up_gauge_ != nullptr) entry.up_gauge_->Set(0);
   std::cerr << "router: worker " << entry.id() << " is down: " << why << "\n";
   const absl::Status reason =
@@ -218,10 +286,22 @@ void WorkerRegistry::ExpireLeases() {
 void WorkerRegistry::ExpireLeasesLocked() {
   const auto now = options_.now();
   const auto lease = std::chrono::milliseconds(options_.lease_ms);
+  const auto forget = forget_after();
+  std::vector<std::string> gone;
   for (auto& [id, entry] : workers_) {
     if (entry->up_ && now - entry->last_seen_ > lease) {
       MarkDownLocked(*entry, absl::StrCat("no heartbeat for ", options_.lease_ms, " ms"));
     }
+    // Down and silent for this long: a process that died without deregistering. Forgotten like a
+    // deregistered one; should it come back, its next heartbeat is told to register again.
+    if (!entry->up_ && now - entry->down_since_ > forget) gone.push_back(id);
+  }
+  for (const std::string& id : gone) {
+    auto it = workers_.find(id);
+    DetachMetricsLocked(*it->second, /*remove_series=*/true);
+    std::cerr << "router: worker " << id << " forgotten: down for more than " << forget.count()
+              << " ms\n";
+    workers_.erase(it);
   }
 }
 
@@ -239,7 +319,7 @@ WorkerRegistry::Readiness WorkerRegistry::Ready(const std::string& model) {
   ExpireLeasesLocked();
   int prefill = 0, decode = 0, combined = 0;
   for (const auto& [id, entry] : workers_) {
-    if (!entry->up_ || entry->info().model() != model) continue;
+    if (!entry->up_ || entry->draining_ || entry->info().model() != model) continue;
     prefill += entry->role() == v1::WORKER_ROLE_PREFILL;
     decode += entry->role() == v1::WORKER_ROLE_DECODE;
     combined += entry->role() == v1::WORKER_ROLE_COMBINED;
@@ -254,6 +334,18 @@ bool WorkerRegistry::IsUp(const std::string& worker_id) {
   ExpireLeasesLocked();
   auto it = workers_.find(worker_id);
   return it != workers_.end() && it->second->up_;
+}
+
+bool WorkerRegistry::IsDraining(const std::string& worker_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(worker_id);
+  return it != workers_.end() && it->second->draining_;
+}
+
+bool WorkerRegistry::Knows(const std::string& worker_id) {
+  absl::MutexLock lock(&mu_);
+  ExpireLeasesLocked();
+  return workers_.contains(worker_id);
 }
 
 }  // namespace tandem::router

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -25,6 +26,14 @@ using SteadyNow = std::function<std::chrono::steady_clock::time_point()>;
 
 const char* RoleName(v1::WorkerRole role);
 
+// Whether `prefill` may hand its KV to `decode`: the same KV block format (WorkerInfo.kv_layout_id:
+// model, KV layout, block size). A handoff between different ones would write KV the decode reads
+// as something else, so such a pair is never formed.
+bool KvCompatible(const v1::WorkerInfo& prefill, const v1::WorkerInfo& decode);
+// A compatible pair of the same rollout generation (WorkerInfo.generation), preferred over a
+// compatible pair across generations.
+bool SameGeneration(const v1::WorkerInfo& prefill, const v1::WorkerInfo& decode);
+
 // One registration of one worker process (a new incarnation gets a new entry). `info` and the
 // stub never change; liveness and load are the registry's, read through it.
 class WorkerEntry {
@@ -45,11 +54,16 @@ class WorkerEntry {
   std::atomic<int> in_flight_{0};
   // Guarded by the registry's mutex.
   bool up_ = true;
+  // Set by the first heartbeat that says so, never cleared: a drain is not undone (a new process
+  // registers a new incarnation). No new work goes to a draining worker; it stays up.
+  bool draining_ = false;
   std::chrono::steady_clock::time_point last_seen_;
+  std::chrono::steady_clock::time_point down_since_;
   v1::WorkerLoad load_;
   std::vector<CallCanceller*> watchers_;
   metrics::Gauge* load_gauge_ = nullptr;
   metrics::Gauge* up_gauge_ = nullptr;
+  metrics::Gauge* draining_gauge_ = nullptr;
 };
 
 class WorkerRegistry;
@@ -105,9 +119,14 @@ class WorkerRegistry {
     int kv_block_size = 16;
     std::string kv_hash_scheme = routing::kKvHashScheme;
     int lease_ms = 3000;
+    // A worker down this long (no heartbeat since its lease ran out) is forgotten, its series
+    // deleted, as if it had deregistered: a process that died without deregistering leaves no
+    // frozen gauge. 0: kForgetAfterLeases leases.
+    int forget_after_ms = 0;
     SteadyNow now = [] { return std::chrono::steady_clock::now(); };
     const RouterMetrics* metrics = nullptr;  // optional
   };
+  static constexpr int kForgetAfterLeases = 10;
   explicit WorkerRegistry(Options options);
 
   // FailedPrecondition for another KV block size, hash scheme or API major; InvalidArgument for missing fields.
@@ -115,8 +134,19 @@ class WorkerRegistry {
   // Asks for re-registration when the id or incarnation is unknown; revives a down worker.
   v1::HeartbeatResponse Heartbeat(const v1::HeartbeatRequest& request);
 
-  // Healthy workers serving `model` in `role`, after expiring stale leases.
+  // The worker leaves on purpose (RouterControl.DeregisterWorker): forgets that registration at
+  // once, series included, and cancels what still runs on it (those generations migrate). Only
+  // `incarnation`: false, and nothing changes, when the registration under `worker_id` is another
+  // one (a newer process registered meanwhile) or there is none.
+  bool Deregister(const std::string& worker_id, std::uint64_t incarnation,
+                  const std::string& reason);
+
+  // Workers new work may go to: healthy (lease valid), not draining, serving `model` in `role`,
+  // after expiring stale leases.
   std::vector<WorkerView> Healthy(const std::string& model, v1::WorkerRole role);
+  // Whether new work may still go to this registration now: it is the current one for its id, up
+  // and not draining (a plan made earlier re-checks before it sends its first call).
+  bool Placeable(const WorkerEntry& entry);
   std::unique_ptr<WorkerLease> Acquire(std::shared_ptr<WorkerEntry> entry);
 
   // Marks this registration down (a call to it failed); its next heartbeat brings it back.
@@ -130,7 +160,11 @@ class WorkerRegistry {
   };
   Readiness Ready(const std::string& model);
 
+  // Up (lease valid), draining or not: a draining worker still serves what it holds.
   bool IsUp(const std::string& worker_id);
+  bool IsDraining(const std::string& worker_id);
+  // Whether a registration under this id is known (up, down, or draining).
+  bool Knows(const std::string& worker_id);
   int lease_ms() const { return options_.lease_ms; }
 
  private:
@@ -141,6 +175,11 @@ class WorkerRegistry {
   void ExpireLeasesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkDownLocked(WorkerEntry& entry, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PublishLoadLocked(WorkerEntry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AttachMetricsLocked(WorkerEntry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops the entry's child pointers and, with `remove_series`, deletes its series.
+  void DetachMetricsLocked(WorkerEntry& entry, bool remove_series)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::chrono::milliseconds forget_after() const;
   void Release(WorkerEntry& entry, CallCanceller* watched);
   void AddWatcher(WorkerEntry& entry, CallCanceller* canceller);
 

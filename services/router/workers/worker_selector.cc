@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -14,6 +15,51 @@ const WorkerView* LeastLoaded(const std::vector<WorkerView>& candidates) {
     if (best == nullptr || v.load < best->load) best = &v;
   }
   return best;
+}
+
+// Prefill first: the least loaded prefill worker that has a decode of its KV layout, with the
+// least loaded such decode of its own generation, else of any generation. Null when no prefill and
+// decode share a layout.
+std::pair<const WorkerView*, const WorkerView*> LeastLoadedPair(
+    const std::vector<WorkerView>& prefill, const std::vector<WorkerView>& decode) {
+  std::vector<const WorkerView*> order;
+  for (const WorkerView& v : prefill) order.push_back(&v);
+  std::stable_sort(order.begin(), order.end(),
+                   [](const WorkerView* a, const WorkerView* b) { return a->load < b->load; });
+  for (const WorkerView* p : order) {
+    const WorkerView* same = nullptr;
+    const WorkerView* any = nullptr;
+    for (const WorkerView& d : decode) {
+      if (!KvCompatible(p->entry->info(), d.entry->info())) continue;
+      if (any == nullptr || d.load < any->load) any = &d;
+      if (SameGeneration(p->entry->info(), d.entry->info()) &&
+          (same == nullptr || d.load < same->load)) {
+        same = &d;
+      }
+    }
+    if (any != nullptr) return {p, same != nullptr ? same : any};
+  }
+  return {nullptr, nullptr};
+}
+
+// The start gate of a held prefill: its turn in the hold queue, then a last look at both workers,
+// which may have started draining (or gone) while it waited. Such a request is placed again
+// (ABORTED: nothing was delivered, the dispatch loop re-selects as for a lost worker) rather than
+// sent to a draining worker.
+async::Task<absl::Status> HeldPrefillTurn(PrefixRouter* router, WorkerRegistry* registry,
+                                          int ticket, std::shared_ptr<WorkerEntry> prefill,
+                                          std::shared_ptr<WorkerEntry> decode,
+                                          async::Executor* executor, CallCanceller* canceller,
+                                          std::chrono::system_clock::time_point deadline) {
+  absl::Status turn = co_await router->PrefillTurn(ticket, executor, canceller, deadline);
+  if (!turn.ok()) co_return turn;
+  for (const WorkerEntry* worker : {prefill.get(), decode.get()}) {
+    if (worker != nullptr && !registry->Placeable(*worker)) {
+      co_return absl::AbortedError(absl::StrCat(
+          "worker ", worker->id(), " started draining or left while the prefill was held"));
+    }
+  }
+  co_return absl::OkStatus();
 }
 
 absl::Status NoWorkersError(const std::string& model, std::size_t prefill, std::size_t decode) {
@@ -47,14 +93,23 @@ absl::StatusOr<WorkerPlan> LeastLoadedSelector::Select(const std::string& model,
   const auto prefill = registry_->Healthy(model, v1::WORKER_ROLE_PREFILL);
   const auto decode = registry_->Healthy(model, v1::WORKER_ROLE_DECODE);
   if (!prefill.empty() && !decode.empty()) {
-    plan.prefill = registry_->Acquire(LeastLoaded(prefill)->entry);
-    plan.decode = registry_->Acquire(LeastLoaded(decode)->entry);
-    return plan;
+    const auto [p, d] = LeastLoadedPair(prefill, decode);
+    if (p != nullptr) {
+      plan.prefill = registry_->Acquire(p->entry);
+      plan.decode = registry_->Acquire(d->entry);
+      return plan;
+    }
   }
   const auto combined = registry_->Healthy(model, v1::WORKER_ROLE_COMBINED);
   if (!combined.empty()) {
     plan.combined = registry_->Acquire(LeastLoaded(combined)->entry);
     return plan;
+  }
+  if (!prefill.empty() && !decode.empty()) {
+    return absl::UnavailableError(absl::StrCat(
+        "no prefill and decode worker serving ", model,
+        " share a kv_layout_id (KV format): no pair can be formed (", prefill.size(),
+        " prefill, ", decode.size(), " decode)"));
   }
   return NoWorkersError(model, prefill.size(), decode.size());
 }
@@ -84,10 +139,12 @@ absl::StatusOr<WorkerPlan> PolicySelector::Select(const std::string& model,
     return plan;
   }
   if (choice->held) {
-    first->SetStartGate([router, ticket = choice->prefill_ticket](
+    first->SetStartGate([router, registry = registry_, ticket = choice->prefill_ticket,
+                         prefill = choice->prefill, decode = choice->decode](
                             async::Executor* executor, CallCanceller* canceller,
                             std::chrono::system_clock::time_point deadline) {
-      return router->PrefillTurn(ticket, executor, canceller, deadline);
+      return HeldPrefillTurn(router, registry, ticket, prefill, decode, executor, canceller,
+                             deadline);
     });
   }
   plan.prefill = std::move(first);

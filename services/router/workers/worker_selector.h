@@ -39,7 +39,9 @@ class WorkerSelector {
 absl::StatusOr<int> PoolMaxContext(WorkerRegistry* registry, const std::string& model);
 
 // Prefers a prefill + decode pair, else a combined worker; within a role, the least loaded
-// (router in-flight + reported running + waiting), ties to the lowest worker id.
+// (router in-flight + reported running + waiting), ties to the lowest worker id. A pair is formed
+// only of workers with the same kv_layout_id: the least loaded prefill that has such a decode,
+// with the least loaded one of its generation if any, else of another generation.
 class LeastLoadedSelector final : public WorkerSelector {
  public:
   explicit LeastLoadedSelector(WorkerRegistry* registry) : registry_(registry) {}

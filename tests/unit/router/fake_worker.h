@@ -297,8 +297,9 @@ class ControlClient {
     return stub_->RegisterWorker(&ctx, request, response ? response : &ignored);
   }
 
-  // Returns reregister.
-  bool Heartbeat(const v1::WorkerInfo& info, std::uint32_t running = 0, std::uint32_t waiting = 0) {
+  // Returns reregister. `draining`: WorkerLoad.draining, as a worker sends once its drain began.
+  bool Heartbeat(const v1::WorkerInfo& info, std::uint32_t running = 0, std::uint32_t waiting = 0,
+                 bool draining = false) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     v1::HeartbeatRequest request;
@@ -306,9 +307,22 @@ class ControlClient {
     request.set_incarnation(info.incarnation());
     request.mutable_load()->set_running_requests(running);
     request.mutable_load()->set_waiting_requests(waiting);
+    request.mutable_load()->set_draining(draining);
     v1::HeartbeatResponse response;
     grpc::Status st = stub_->Heartbeat(&ctx, request, &response);
     return !st.ok() || response.reregister();
+  }
+
+  // What a worker sends when its drain is over.
+  grpc::Status Deregister(const v1::WorkerInfo& info, const std::string& reason = "drained") {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::DeregisterWorkerRequest request;
+    request.set_worker_id(info.worker_id());
+    request.set_incarnation(info.incarnation());
+    request.set_reason(reason);
+    v1::DeregisterWorkerResponse response;
+    return stub_->DeregisterWorker(&ctx, request, &response);
   }
 
  private:
