@@ -233,6 +233,11 @@ absl::Status Dispatcher::CallFailed(const WorkerEntry& worker, const char* call,
       registry_->MarkDown(worker, absl::StrCat(call, " failed: ", status.error_message()));
       return absl::UnavailableError(absl::StrCat(where, status.error_message()));
     case grpc::StatusCode::DEADLINE_EXCEEDED:
+      if (std::chrono::system_clock::now() < request.deadline) {
+        // The worker's own time bound (a KV handoff that never arrived within its lease), not
+        // the request's: this attempt is lost, the request is not (it migrates).
+        return absl::AbortedError(absl::StrCat(where, status.error_message()));
+      }
       return absl::DeadlineExceededError(absl::StrCat(where, "the request deadline passed"));
     default:
       return absl::Status(static_cast<absl::StatusCode>(status.error_code()),

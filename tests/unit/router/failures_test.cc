@@ -130,6 +130,23 @@ TEST_F(RouterTest, AWorkerThatRefusesForCapacityThenAcceptsServesTheRequest) {
   ExpectNothingInFlight();
 }
 
+// A worker's own DEADLINE_EXCEEDED, long before the request's deadline, loses the attempt, not the
+// request: the stream resumes elsewhere from the tokens already sent.
+TEST_F(RouterTest, AWorkersOwnDeadlineMigratesTheGenerationInsteadOfFailingIt) {
+  StartRouter();
+  AddWorker("p", v1::WORKER_ROLE_PREFILL, {.first_token = Ids("o")[0]});
+  AddWorker("d", v1::WORKER_ROLE_DECODE, {.tokens = Ids("k"), .expire_first_generates = 1});
+  RawResponse head;
+  const std::vector<std::string> events =
+      StreamAll("/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}, {"stream", true}}, &head);
+  EXPECT_EQ(head.status, 200);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back(), "[DONE]");
+  for (const std::string& e : events) EXPECT_EQ(e.find("error"), std::string::npos) << e;
+  EXPECT_EQ(Metric("tandem_router_migrations_total"), 1.0);
+  ExpectNothingInFlight();
+}
+
 TEST_F(RouterTest, StreamsFailingBeforeTheFirstTokenGetTheirOwnStatus) {
   StartRouter([](RouterConfig* c) { c->max_queue_wait_ms = 200; });
   AddWorker("w1", v1::WORKER_ROLE_COMBINED, {.generate_status = grpc::StatusCode::RESOURCE_EXHAUSTED});

@@ -66,6 +66,9 @@ struct WorkerScript {
   std::chrono::milliseconds token_delay{0};
   std::chrono::milliseconds prefill_delay{0};  // how long each Prefill takes
   int refuse_first_generates = 0;  // the first N Generate calls answer RESOURCE_EXHAUSTED
+  // The first N Generate calls answer DEADLINE_EXCEEDED at once: the worker's own time bound (a
+  // KV handoff that never arrived within its lease), long before the request's deadline.
+  int expire_first_generates = 0;
   std::uint32_t max_batch_tokens = 0;  // announced step budget (0: unknown)
 };
 
@@ -202,6 +205,11 @@ class FakeWorker final : public v1::Worker::Service {
         ++generates_refused_;
         return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "engine queue is full (scripted)");
       }
+      if (generates_expired_ < script_.expire_first_generates) {
+        ++generates_expired_;
+        return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                            "the KV handoff did not arrive within its lease (scripted)");
+      }
     }
     const bool has_first = request->first_token_id() >= 0;
     const auto& stops = request->sampling().stop_token_ids();
@@ -274,6 +282,7 @@ class FakeWorker final : public v1::Worker::Service {
   std::vector<std::string> calls_ ABSL_GUARDED_BY(mu_);
   int concurrent_prefills_ ABSL_GUARDED_BY(mu_) = 0;
   int generates_refused_ ABSL_GUARDED_BY(mu_) = 0;
+  int generates_expired_ ABSL_GUARDED_BY(mu_) = 0;
   int max_concurrent_prefills_ ABSL_GUARDED_BY(mu_) = 0;
   v1::GenerateRequest last_generate_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> cancelled_generates_ ABSL_GUARDED_BY(mu_);
