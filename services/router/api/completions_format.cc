@@ -6,17 +6,15 @@
 namespace tandem::router {
 
 CompletionsFormat::CompletionsFormat(ResponseContext response, std::unique_ptr<TextStream> text,
-                                     bool streaming, bool include_usage,
-                                     std::size_t prompt_tokens)
+                                     bool streaming, bool include_usage)
     : response_(std::move(response)),
       text_(std::move(text)),
       streaming_(streaming),
-      include_usage_(include_usage),
-      prompt_tokens_(prompt_tokens) {}
+      include_usage_(include_usage) {}
 
 v1::Usage CompletionsFormat::ClientUsage(const GenerationOutcome& outcome) const {
   v1::Usage usage;
-  usage.set_prompt_tokens(static_cast<std::uint32_t>(prompt_tokens_));
+  usage.set_prompt_tokens(static_cast<std::uint32_t>(response_.prompt_ids.size()));
   // Tokens past a stop sequence were generated but are not part of the answer.
   usage.set_completion_tokens(text_->stopped() ? static_cast<std::uint32_t>(text_->consumed())
                                                : outcome.usage.completion_tokens());

@@ -13,8 +13,9 @@ namespace tandem::router {
 // and [DONE]; or one completion object.
 class CompletionsFormat final : public ResponseFormat {
  public:
+  // `response.prompt_ids` is the whole prompt (usage counts it).
   CompletionsFormat(ResponseContext response, std::unique_ptr<TextStream> text, bool streaming,
-                    bool include_usage, std::size_t prompt_tokens);
+                    bool include_usage);
 
   absl::StatusOr<bool> Push(std::span<const std::int32_t> ids,
                             std::vector<http::SseEvent>* events) override;
@@ -30,7 +31,6 @@ class CompletionsFormat final : public ResponseFormat {
   const std::unique_ptr<TextStream> text_;
   const bool streaming_;
   const bool include_usage_;
-  const std::size_t prompt_tokens_;
   bool sent_first_chunk_ = false;
   std::string full_text_;
   std::string finish_;

@@ -143,7 +143,7 @@ http::HandlerResult GenerationApi::Handle(const http::Request& http_request) {
       std::move(response),
       std::make_unique<TextStream>(*deps_.tokenizer.tokenizer, prompt.back(), std::move(stop_ids),
                                    request.stop),
-      request.stream, request.include_usage, prompt.size());
+      request.stream, request.include_usage);
   return RequestJob::Launch(std::make_shared<RequestJob>(std::move(setup), std::move(format)),
                             deps_.jobs);
 }

@@ -38,12 +38,19 @@ struct Dispatcher::StreamState {
   // first tokens; a decode worker's count is not the prompt's (the prefill's answer is).
   bool cached_from_stream = false;
 
-  // Forwards `ids` unless the sink already stopped; false once it has.
-  bool Deliver(std::span<const std::int32_t> ids) {
-    if (stopped_by_sink) return false;
+  // Forwards `ids` unless the sink already stopped, and completes once they went out to the
+  // client; false once the sink has stopped (the output ended, or the client is gone and its
+  // canceller stops the rest).
+  async::Task<bool> Deliver(std::span<const std::int32_t> ids) {
+    if (stopped_by_sink) co_return false;
     tokens_seen += static_cast<std::uint32_t>(ids.size());
-    if (!sink->OnTokens(ids)) stopped_by_sink = true;
-    return !stopped_by_sink;
+    if (!sink->OnTokens(ids)) {
+      stopped_by_sink = true;
+      co_return false;
+    }
+    const bool flushed = co_await sink->Flush();
+    if (!flushed) stopped_by_sink = true;
+    co_return flushed;
   }
 };
 
@@ -135,9 +142,7 @@ async::Task<absl::StatusOr<GenerationOutcome>> Dispatcher::RunDisaggregated(
   }
   state->sink->OnPromptCached(prefilled.cached_prompt_tokens());
   const std::int32_t first = prefilled.first_token_id();
-  if (state->Deliver(std::span<const std::int32_t>(&first, 1))) {
-    if (!co_await state->sink->Flush()) state->stopped_by_sink = true;
-  }
+  (void)co_await state->Deliver(std::span<const std::int32_t>(&first, 1));
 
   // Generate runs even when the first token ends the request: decode then finishes at once and
   // releases the handed-off blocks, which nothing else would free before the lease.
@@ -171,12 +176,8 @@ async::Task<absl::StatusOr<GenerationOutcome>> Dispatcher::StreamGenerate(
       }
       // Once the output has ended (a stop sequence, possibly in the prefill's first token), the
       // worker is told to stop; it sees the cancellation and frees the request.
-      if (state->stopped_by_sink ||
-          !state->Deliver({message->token_ids().data(),
-                           static_cast<size_t>(message->token_ids_size())})) {
-        ctx.TryCancel();
-      } else if (!co_await state->sink->Flush()) {
-        state->stopped_by_sink = true;  // the client is gone; its canceller stops the rest
+      if (!co_await state->Deliver({message->token_ids().data(),
+                                    static_cast<size_t>(message->token_ids_size())})) {
         ctx.TryCancel();
       }
     }
