@@ -1,0 +1,168 @@
+// llama-bench's two figures for any checkpoint tandem loads, on the fast CPU backend: pp (one
+// prompt of N tokens in one forward, tokens/s) and tg (N greedy tokens at batch 1 from an empty
+// cache, tokens/s), each the mean of `repeats` runs after one warm-up, as llama-bench reports
+// them. Drives Model::Forward directly (paged KV, nothing of the engine's scheduling), so it is
+// the in-process counterpart of `llama-bench -p 512 -n 128 -t THREADS`
+// (tests/perf/peers/engine_vs_peers.py runs both).
+//
+//   build-x/tests/perf/tandem_llama_bench MODEL_DIR [threads=2] [pp=512] [tg=128] [repeats=3]
+//       [batch=1]   (batch > 1: tg also as `batch` streams decoding together, total tokens/s)
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tandem/kernels/backend.h"
+#include "tandem/model/loader.h"
+#include "tandem/model/model.h"
+
+namespace tandem::bench {
+namespace {
+
+constexpr int kBlockSize = 16;
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+std::int32_t Argmax(const float* row, int n) {
+  return static_cast<std::int32_t>(std::max_element(row, row + n) - row);
+}
+
+class Bench {
+ public:
+  Bench(model::Model& m, kernels::Backend& backend, int max_seqs, int max_tokens)
+      : m_(m), backend_(backend), blocks_per_seq_((max_tokens + kBlockSize - 1) / kBlockSize) {
+    kv_.num_blocks = max_seqs * blocks_per_seq_;
+    kv_.block_size = kBlockSize;
+    kv_.num_layers = m.kv_layout().num_layers;
+    kv_.floats_per_token = m.kv_layout().floats_per_token;
+    kv_.base = backend.AllocateFloats(static_cast<std::size_t>(kv_.num_blocks) * kv_.block_floats());
+    tables_.resize(max_seqs);
+    // Interleaved blocks, as a shared pool hands them out.
+    for (int i = 0; i < max_seqs; ++i) {
+      for (int b = 0; b < blocks_per_seq_; ++b) tables_[i].push_back(b * max_seqs + i);
+    }
+  }
+  ~Bench() { backend_.Free(kv_.base); }
+
+  // Random-looking prompt ids (a fixed pattern: the weights are random anyway), one forward.
+  absl::StatusOr<double> Prompt(int n) {
+    const int vocab = m_.config().vocab_size;
+    std::vector<std::int32_t> ids(n);
+    for (int i = 0; i < n; ++i) ids[i] = static_cast<std::int32_t>((7919LL * (i + 1)) % vocab);
+    std::vector<model::SequenceChunk> chunk{{ids, 0, tables_[0], model::LogitsMode::kLast}};
+    logits_.clear();
+    const auto start = Clock::now();
+    if (absl::Status s = m_.Forward(chunk, kv_, &logits_); !s.ok()) return s;
+    return n / Seconds(start);
+  }
+
+  // `batch` sequences from an empty cache, `n` greedy steps each; total tokens/s.
+  absl::StatusOr<double> Generate(int batch, int n) {
+    const int vocab = m_.config().vocab_size;
+    std::vector<std::int32_t> next(batch);
+    for (int i = 0; i < batch; ++i) next[i] = (m_.config().bos_token_id + i) % vocab;
+    std::vector<model::SequenceChunk> chunks(batch);
+    const auto start = Clock::now();
+    for (int step = 0; step < n; ++step) {
+      for (int i = 0; i < batch; ++i) {
+        chunks[i] = {std::span<const std::int32_t>(&next[i], 1), step, tables_[i],
+                     model::LogitsMode::kLast};
+      }
+      logits_.clear();
+      if (absl::Status s = m_.Forward(chunks, kv_, &logits_); !s.ok()) return s;
+      for (int i = 0; i < batch; ++i) next[i] = Argmax(logits_.data() + i * vocab, vocab);
+    }
+    return static_cast<double>(batch) * n / Seconds(start);
+  }
+
+ private:
+  model::Model& m_;
+  kernels::Backend& backend_;
+  int blocks_per_seq_;
+  model::KvStorage kv_;
+  std::vector<std::vector<std::int32_t>> tables_;
+  std::vector<float> logits_;
+};
+
+struct Stats {
+  double mean = 0, stdev = 0;
+};
+
+template <typename F>
+absl::StatusOr<Stats> Repeat(int repeats, F run) {
+  if (absl::StatusOr<double> warm = run(); !warm.ok()) return warm.status();
+  std::vector<double> v;
+  for (int r = 0; r < repeats; ++r) {
+    absl::StatusOr<double> x = run();
+    if (!x.ok()) return x.status();
+    v.push_back(*x);
+  }
+  Stats s;
+  s.mean = std::accumulate(v.begin(), v.end(), 0.0) / v.size();
+  for (double x : v) s.stdev += (x - s.mean) * (x - s.mean);
+  s.stdev = v.size() > 1 ? std::sqrt(s.stdev / (v.size() - 1)) : 0.0;
+  return s;
+}
+
+int Main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s MODEL_DIR [threads=2] [pp=512] [tg=128] [repeats=3] [batch=1]\n",
+                 argv[0]);
+    return 2;
+  }
+  const std::string path = argv[1];
+  const int threads = argc > 2 ? std::atoi(argv[2]) : 2;
+  const int pp = argc > 3 ? std::atoi(argv[3]) : 512;
+  const int tg = argc > 4 ? std::atoi(argv[4]) : 128;
+  const int repeats = argc > 5 ? std::atoi(argv[5]) : 3;
+  const int batch = argc > 6 ? std::atoi(argv[6]) : 1;
+  if (threads <= 0 || pp <= 0 || tg <= 0 || repeats <= 0 || batch <= 0) {
+    std::fprintf(stderr, "all arguments must be positive\n");
+    return 2;
+  }
+  std::unique_ptr<kernels::Backend> backend = kernels::CreateCpuBackend({.num_threads = threads});
+  const auto load_start = Clock::now();
+  absl::StatusOr<std::unique_ptr<model::Model>> loaded = model::LoadModel(path, {}, backend.get());
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "cannot load %s: %s\n", path.c_str(), loaded.status().ToString().c_str());
+    return 1;
+  }
+  model::Model& m = **loaded;
+  std::printf("model %s (vocab %d, %d layers, hidden %d), %d threads, load %.2f s\n", path.c_str(),
+              m.config().vocab_size, m.config().num_layers, m.config().hidden_size, threads,
+              Seconds(load_start));
+  Bench bench(m, *backend, batch, std::max(pp, tg));
+  auto report = [](const char* test, const absl::StatusOr<Stats>& s) {
+    if (!s.ok()) {
+      std::fprintf(stderr, "%s failed: %s\n", test, s.status().ToString().c_str());
+      return false;
+    }
+    // One line per figure, "test t/s mean stdev", for scripts (engine_vs_peers.py parses it).
+    std::printf("%-12s %10.2f t/s  +- %.2f\n", test, s->mean, s->stdev);
+    return true;
+  };
+  const std::string pp_name = "pp" + std::to_string(pp), tg_name = "tg" + std::to_string(tg);
+  if (!report(pp_name.c_str(), Repeat(repeats, [&] { return bench.Prompt(pp); }))) return 1;
+  if (!report(tg_name.c_str(), Repeat(repeats, [&] { return bench.Generate(1, tg); }))) return 1;
+  if (batch > 1) {
+    const std::string name = tg_name + "x" + std::to_string(batch);
+    if (!report(name.c_str(), Repeat(repeats, [&] { return bench.Generate(batch, tg); }))) return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace tandem::bench
+
+int main(int argc, char** argv) { return tandem::bench::Main(argc, argv); }

@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""tandem's engine beside llama.cpp's (and vLLM's, where installed) on one random-weight Llama
+checkpoint: prompt processing of 512 tokens and generation of 128 at batch 1, same threads, same
+dtype, one engine at a time. Prints tokens/s and the ratios tandem/peer. Not a test.
+
+  tests/perf/peers/setup.sh llama vllm      # once: peers into ~/.cache/tandem-peers
+  cmake --build BUILD --target tandem_llama_bench
+  python3 tests/perf/peers/engine_vs_peers.py --build-dir BUILD [--dtypes bf16 f16 f32]
+      [--threads 2] [--repeats 3] [--vllm]
+
+Per dtype: tools/llama_checkpoint/make_random_llama.py writes the checkpoint in that dtype
+(cached under $PEERS/models), to_gguf.py converts it with the converter of the same llama.cpp
+sources, `llama-bench -p 512 -n 128 -t THREADS` and `tandem_llama_bench DIR THREADS 512 128`
+measure it. tandem loads F32 and BF16 safetensors; for another dtype its column says why not.
+vLLM (--vllm): its offline engine, pp = one 512-token prompt with max_tokens 1, tg = 128 tokens
+from a one-token prompt, timed around LLM.generate (so they include its scheduling).
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+PEERS = Path(os.environ.get("PEERS", Path.home() / ".cache" / "tandem-peers"))
+LLAMA_SRC = PEERS / "src" / "llama_cpp_python-0.3.36" / "vendor" / "llama.cpp"
+PY = PEERS / "venv" / "bin" / "python"
+
+VLLM_SNIPPET = r"""
+import json, sys, time
+from vllm import LLM, SamplingParams
+from vllm.inputs import TokensPrompt
+model, dtype, pp, tg, repeats = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+llm = LLM(model=model, dtype=dtype, max_model_len=max(pp, tg) + 16, max_num_seqs=1,
+          max_num_batched_tokens=max(pp, 2048), seed=0)
+def timed(prompt, n):
+    sp = SamplingParams(max_tokens=n, temperature=0, ignore_eos=True)
+    t = time.perf_counter()
+    llm.generate([TokensPrompt(prompt_token_ids=prompt)], sp, use_tqdm=False)
+    return time.perf_counter() - t
+prompt = [(7919 * (i + 1)) % 21000 + 2 for i in range(pp)]
+timed(prompt, 1); timed([5], tg)
+pp_s = [pp / timed(prompt, 1) for _ in range(repeats)]
+tg_s = [tg / timed([5], tg) for _ in range(repeats)]
+print("RESULT " + json.dumps({"pp": sum(pp_s) / repeats, "tg": sum(tg_s) / repeats}))
+"""
+
+
+def run(cmd, timeout, env=None):
+    print("$ " + " ".join(str(c) for c in cmd), flush=True)
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout,
+                          env=env)
+
+
+def checkpoint(dtype):
+    out = PEERS / "models" / f"llama287m-{dtype}"
+    if not (out / "config.json").exists():
+        r = run([PY, ROOT / "tools/llama_checkpoint/make_random_llama.py", out, "--dtype", dtype],
+                timeout=1800)
+        if r.returncode != 0:
+            sys.exit(f"make_random_llama failed:\n{r.stderr}")
+        print(r.stdout.strip())
+    return out
+
+
+def gguf(model_dir, dtype):
+    out = PEERS / "models" / f"llama287m-{dtype}.gguf"
+    if not out.exists():
+        r = run([PY, ROOT / "tests/perf/peers/to_gguf.py", LLAMA_SRC, model_dir, "--outfile", out,
+                 "--outtype", dtype], timeout=1800)
+        if r.returncode != 0:
+            sys.exit(f"GGUF conversion failed:\n{r.stderr[-4000:]}")
+    return out
+
+
+def llama_bench(path, threads, repeats):
+    exe = PEERS / "llama-build" / "bin" / "llama-bench"
+    r = run([exe, "-m", path, "-p", "512", "-n", "128", "-t", threads, "-r", repeats, "-o", "json"],
+            timeout=3600)
+    if r.returncode != 0:
+        return None, r.stderr.strip().splitlines()[-1:]
+    res = {}
+    for t in json.loads(r.stdout):
+        res["pp" if t["n_prompt"] > 0 else "tg"] = t["avg_ts"]
+    return res, None
+
+
+def tandem_bench(build, model_dir, threads, repeats):
+    exe = Path(build) / "tests" / "perf" / "tandem_llama_bench"
+    r = run([exe, model_dir, threads, 512, 128, repeats], timeout=3600)
+    if r.returncode != 0:
+        return None, (r.stderr.strip() or r.stdout.strip()).splitlines()[-1]
+    res = {}
+    for line in r.stdout.splitlines():
+        m = re.match(r"(pp|tg)\d+\s+([\d.]+) t/s", line)
+        if m:
+            res[m.group(1)] = float(m.group(2))
+    return res, None
+
+
+def vllm_bench(model_dir, dtype, threads, repeats):
+    if subprocess.run([str(PY), "-c", "import vllm"], capture_output=True).returncode != 0:
+        return None, "vllm not installed ($PEERS/venv; tests/perf/peers/setup.sh vllm)"
+    env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="2", VLLM_CPU_OMP_THREADS_BIND=f"0-{threads - 1}",
+               VLLM_CPU_NUM_OF_RESERVED_CPU="0", OMP_NUM_THREADS=str(threads))
+    torch_dtype = {"f32": "float32", "bf16": "bfloat16", "f16": "float16"}[dtype]
+    r = run([PY, "-c", VLLM_SNIPPET, model_dir, torch_dtype, 512, 128, repeats], timeout=1800,
+            env=env)
+    for line in r.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:]), None
+    tail = [l for l in (r.stderr or "").splitlines() if l.strip()][-3:]
+    return None, "vLLM failed: " + " | ".join(tail)
+
+
+def fmt(x):
+    return f"{x:8.1f}" if isinstance(x, (int, float)) else f"{'-':>8}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build-dir", default=os.environ.get("BUILD_DIR", ROOT / "build"))
+    ap.add_argument("--dtypes", nargs="+", default=["bf16", "f16", "f32"])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--vllm", action="store_true", help="also vLLM's offline engine (slow start)")
+    a = ap.parse_args()
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    load = os.getloadavg()
+    rows, notes = [], []
+    for dtype in a.dtypes:
+        model_dir = checkpoint(dtype)
+        g = gguf(model_dir, dtype)
+        lc, lc_err = llama_bench(g, a.threads, a.repeats)
+        td, td_err = tandem_bench(a.build_dir, model_dir, a.threads, a.repeats)
+        vl, vl_err = vllm_bench(model_dir, dtype, a.threads, a.repeats) if a.vllm else (None, None)
+        for name, err in (("llama.cpp", lc_err), ("tandem", td_err), ("vLLM", vl_err)):
+            if err:
+                notes.append(f"{dtype} {name}: {err}")
+        for test in ("pp", "tg"):
+            t = (td or {}).get(test)
+            l = (lc or {}).get(test)
+            v = (vl or {}).get(test)
+            rows.append((dtype, "pp512" if test == "pp" else "tg128", t, l, v,
+                         t / l if t and l else None, t / v if t and v else None))
+    print(f"\nengine_vs_peers: {started}, {a.threads} threads, best-effort load "
+          f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (1/5/15 min) at start, "
+          f"{os.getloadavg()[0]:.2f} at end")
+    print(f"{'dtype':5} {'test':6} {'tandem':>8} {'llama.cpp':>9} {'vLLM':>8} "
+          f"{'t/llama':>8} {'t/vLLM':>8}   (tokens/s)")
+    for dtype, test, t, l, v, rl, rv in rows:
+        print(f"{dtype:5} {test:6} {fmt(t)} {fmt(l):>9} {fmt(v)} "
+              f"{(f'{rl:8.2f}' if rl else f'{chr(45):>8}')} {(f'{rv:8.2f}' if rv else f'{chr(45):>8}')}")
+    for n in notes:
+        print("note: " + n)
+
+
+if __name__ == "__main__":
+    main()
