@@ -191,92 +191,48 @@ grpc::Status WorkerService::Prefill(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status WorkerService::Generate(grpc::ServerContext* context,
-                                     const v1::GenerateRequest* request,
-                                     grpc::ServerWriter<v1::GenerateResponse>* writer) {
-  ScopedCount rpc(&rpcs_in_flight_);
-  if (request->handoff_id().empty()) CountIfDraining();
-  absl::Status valid = ValidateCommon(request->version(), request->request_id(),
-                                      request->prompt_token_ids_size());
-  if (!valid.ok()) return rpc::ToGrpc(valid);
-  auto cls = TrafficClassOf(request->traffic_class());
-  if (!cls.ok()) return rpc::ToGrpc(cls.status());
-  ScopedCount streams(&active_streams_);
-  auto queue = std::make_shared<UpdateQueue>();
-  auto sink = [queue](const serving::RequestUpdate& u) { queue->Push(u); };
-  std::vector<std::int32_t> prompt(request->prompt_token_ids().begin(),
-                                   request->prompt_token_ids().end());
-  absl::Status submitted;
-  if (request->handoff_id().empty()) {
-    const engine::SamplingParams params = rpc::FromProto(request->sampling());
-    const std::string& id = request->request_id();
-    const int resumed = static_cast<int>(request->resumed_tokens());
-    submitted = loop_->SubmitWith(id, sink, [&](engine::Engine& e) {
+grpc::ServerWriteReactor<v1::GenerateResponse>* WorkerService::Generate(
+    grpc::CallbackServerContext*, const v1::GenerateRequest* request) {
+  // A handed-off request's first token was counted by prefill, not by this engine.
+  const int first_token_credit = request->handoff_id().empty() ? 0 : 1;
+  std::shared_ptr<GenerateStream> stream = GenerateStream::Create(
+      loop_, &outbox_,
+      GenerateStream::Options{.request_id = request->request_id(),
+                              .deadline_unix_ms = request->deadline_unix_ms(),
+                              .first_token_credit = first_token_credit},
+      GenerateStream::Counters{.rpcs_in_flight = &rpcs_in_flight_,
+                               .active_streams = &active_streams_,
+                               .cancelled_total = &cancelled_total_});
+  stream->Start(rpc::ToGrpc(SubmitGenerate(*request, stream->Sink())));
+  return stream.get();  // owns itself until OnDone
+}
+
+absl::Status WorkerService::SubmitGenerate(const v1::GenerateRequest& request,
+                                           serving::UpdateSink sink) {
+  if (request.handoff_id().empty()) CountIfDraining();
+  absl::Status valid = ValidateCommon(request.version(), request.request_id(),
+                                      request.prompt_token_ids_size());
+  if (!valid.ok()) return valid;
+  auto cls = TrafficClassOf(request.traffic_class());
+  if (!cls.ok()) return cls.status();
+  std::vector<std::int32_t> prompt(request.prompt_token_ids().begin(),
+                                   request.prompt_token_ids().end());
+  if (request.handoff_id().empty()) {
+    const engine::SamplingParams params = rpc::FromProto(request.sampling());
+    const std::string& id = request.request_id();
+    const int resumed = static_cast<int>(request.resumed_tokens());
+    return loop_->SubmitWith(id, std::move(sink), [&](engine::Engine& e) {
       return e.AddRequest(id, prompt, params,
                           engine::Engine::RequestOptions{.traffic_class = *cls,
                                                          .resumed_tokens = resumed});
     });
-  } else if (receiver_ == nullptr) {
-    submitted = absl::FailedPreconditionError("this worker does not receive KV handoffs");
-  } else {
-    submitted = receiver_->Commit(request->handoff_id(), request->request_id(), std::move(prompt),
-                                  request->first_token_id(), rpc::FromProto(request->sampling()),
-                                  *cls, sink, static_cast<int>(request->resumed_tokens()));
   }
-  if (!submitted.ok()) return rpc::ToGrpc(submitted);
-  // A handed-off request's first token was counted by prefill, not by this engine.
-  const int first_token_credit = request->handoff_id().empty() ? 0 : 1;
-  return Stream(context, request->request_id(), request->deadline_unix_ms(), first_token_credit,
-                *queue, writer);
-}
-
-grpc::Status WorkerService::Stream(grpc::ServerContext* context, const std::string& request_id,
-                                   std::int64_t deadline_ms, int first_token_credit,
-                                   UpdateQueue& queue,
-                                   grpc::ServerWriter<v1::GenerateResponse>* writer) {
-  bool cancelled = false;
-  grpc::Status outcome = grpc::Status::OK;
-  const auto cancel = [&](grpc::Status why) {
-    cancelled = true;
-    outcome = std::move(why);
-    cancelled_total_.fetch_add(1);
-    loop_->Cancel(request_id);
-  };
-  bool sent_tokens = false;
-  for (;;) {
-    std::vector<serving::RequestUpdate> updates = queue.PopAll(std::chrono::milliseconds(20));
-    if (!cancelled) {
-      if (context->IsCancelled()) {
-        cancel(grpc::Status(grpc::StatusCode::CANCELLED, "client cancelled"));
-      } else if (deadline_ms > 0 && NowUnixMs() > deadline_ms) {
-        cancel(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "request deadline passed"));
-      }
-    }
-    if (updates.empty()) continue;
-    // Coalesce what piled up since the last write into one message.
-    v1::GenerateResponse msg;
-    bool finished = false;
-    for (const serving::RequestUpdate& u : updates) {
-      if (!sent_tokens && !u.new_tokens.empty()) {
-        msg.mutable_usage()->set_cached_prompt_tokens(u.cached_tokens);
-        sent_tokens = true;
-      }
-      for (std::int32_t t : u.new_tokens) msg.add_token_ids(t);
-      if (!u.finished) continue;
-      finished = true;
-      msg.set_finish_reason(rpc::ToProto(u.finish_reason));
-      if (!u.error.empty()) msg.set_error(u.error);
-      msg.mutable_usage()->set_prompt_tokens(u.prompt_tokens);
-      msg.mutable_usage()->set_completion_tokens(u.completion_tokens + first_token_credit);
-      msg.mutable_usage()->set_cached_prompt_tokens(u.cached_tokens);
-    }
-    if (!cancelled && !writer->Write(msg)) {
-      // The client is gone: stop the work, then wait for the engine to let go of the request.
-      cancel(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
-    }
-    if (finished) break;
+  if (receiver_ == nullptr) {
+    return absl::FailedPreconditionError("this worker does not receive KV handoffs");
   }
-  return outcome;
+  return receiver_->Commit(request.handoff_id(), request.request_id(), std::move(prompt),
+                           request.first_token_id(), rpc::FromProto(request.sampling()), *cls,
+                           std::move(sink), static_cast<int>(request.resumed_tokens()));
 }
 
 grpc::Status WorkerService::Cancel(grpc::ServerContext*, const v1::CancelRequest* request,

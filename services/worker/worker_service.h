@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "generate_stream.h"
 #include "kv_handoff.h"
 #include "tandem/kv/types.h"
 #include "tandem/serving/engine_loop.h"
@@ -14,9 +15,10 @@
 
 namespace tandem::worker {
 
-// The tandem.v1.Worker service over one EngineLoop. Streams run on gRPC's sync-server threads;
-// each only waits on its own UpdateQueue, so a slow client never stalls the engine.
-class WorkerService final : public v1::Worker::Service {
+// The tandem.v1.Worker service over one EngineLoop. Generate streams run on gRPC's callback API
+// (GenerateStream: no thread per stream; a slow client never stalls the engine); the unary calls
+// run on the sync-server threads.
+class WorkerService final : public v1::Worker::WithCallbackMethod_Generate<v1::Worker::Service> {
  public:
   // `receiver` is set on decode workers, `sender` on prefill workers (either may be null).
   WorkerService(const WorkerConfig& config, serving::EngineLoop* loop, KvReceiver* receiver,
@@ -26,8 +28,8 @@ class WorkerService final : public v1::Worker::Service {
                          v1::ReserveKvResponse* response) override;
   grpc::Status Prefill(grpc::ServerContext* context, const v1::PrefillRequest* request,
                        v1::PrefillResponse* response) override;
-  grpc::Status Generate(grpc::ServerContext* context, const v1::GenerateRequest* request,
-                        grpc::ServerWriter<v1::GenerateResponse>* writer) override;
+  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
+      grpc::CallbackServerContext* context, const v1::GenerateRequest* request) override;
   grpc::Status Cancel(grpc::ServerContext* context, const v1::CancelRequest* request,
                       v1::CancelResponse* response) override;
   grpc::Status Health(grpc::ServerContext* context, const v1::HealthRequest* request,
@@ -48,13 +50,9 @@ class WorkerService final : public v1::Worker::Service {
   std::uint64_t kv_sent_bytes_total() const { return kv_sent_bytes_total_.load(); }
 
  private:
-  // Relays a request's updates to the client until it finishes; cancels the request in the
-  // engine when the client goes away or the deadline passes.
-  grpc::Status Stream(grpc::ServerContext* context, const std::string& request_id,
-                      std::int64_t deadline_unix_ms, int first_token_credit, UpdateQueue& queue,
-                      grpc::ServerWriter<v1::GenerateResponse>* writer);
-
   absl::StatusOr<kv::TrafficClass> TrafficClassOf(const std::string& name) const;
+  // Validates a Generate and hands it to the engine (or completes its KV handoff).
+  absl::Status SubmitGenerate(const v1::GenerateRequest& request, serving::UpdateSink sink);
 
   const WorkerConfig config_;
   const kv::TrafficClass default_class_;
@@ -70,6 +68,8 @@ class WorkerService final : public v1::Worker::Service {
   std::atomic<std::int64_t> requests_while_draining_{0};
   std::atomic<std::int64_t> cancelled_total_{0};
   std::atomic<std::uint64_t> kv_sent_bytes_total_{0};
+  // Last member: its thread stops first, while everything a stream touches still exists.
+  StreamOutbox outbox_;
 };
 
 }  // namespace tandem::worker
