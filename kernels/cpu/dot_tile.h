@@ -9,9 +9,10 @@
 
 namespace tandem::kernels::cpu {
 
-// out[r * out_stride + o] = Dot(x + r * x_stride, w[o], n) for r < R, o < O.
-template <int R, int O, typename W>
-inline void DotTile(const float* x, std::int64_t x_stride, const W* const* w, std::int64_t n,
+// out[r * out_stride + o] = Dot(x + r * x_stride, w[o], n) for r < R, o < O. Row: a pointer or
+// a row handle of simd.h (F16Row, Fp8Row).
+template <int R, int O, typename Row>
+inline void DotTile(const float* x, std::int64_t x_stride, const Row* w, std::int64_t n,
                     float* out, std::int64_t out_stride) {
   F32x16 acc[R][O];
 #pragma GCC unroll 16
@@ -23,7 +24,7 @@ inline void DotTile(const float* x, std::int64_t x_stride, const W* const* w, st
   for (; k + kLanes <= n; k += kLanes) {
     F32x16 wv[O];
 #pragma GCC unroll 16
-    for (int o = 0; o < O; ++o) wv[o] = Load(w[o] + k);
+    for (int o = 0; o < O; ++o) wv[o] = LoadRow(w[o], k);
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const F32x16 xv = Load(x + r * x_stride + k);
@@ -35,7 +36,7 @@ inline void DotTile(const float* x, std::int64_t x_stride, const W* const* w, st
     const int rest = static_cast<int>(n - k);
     F32x16 wv[O];
 #pragma GCC unroll 16
-    for (int o = 0; o < O; ++o) wv[o] = LoadPartial(w[o] + k, rest);
+    for (int o = 0; o < O; ++o) wv[o] = LoadRowPartial(w[o], k, rest);
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const F32x16 xv = LoadPartial(x + r * x_stride + k, rest);

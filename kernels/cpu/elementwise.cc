@@ -9,14 +9,26 @@
 namespace tandem::kernels::cpu {
 namespace {
 
-template <typename W>
-void RmsNormTyped(const float* x, std::int64_t rows, std::int64_t dim, const W* w, float eps,
-                  float* y) {
+// Weight element i of a norm vector (one row) in its stored dtype.
+struct PlainAt {
+  const WeightView& w;
+  float operator()(std::int64_t i) const {
+    return w.dtype == DType::kF32 ? static_cast<const float*>(w.data)[i]
+                                  : ToF32(static_cast<const std::uint16_t*>(w.data)[i]);
+  }
+};
+struct AnyAt {  // F16, FP8: norms are a few thousand elements, converted one by one
+  const WeightView& w;
+  float operator()(std::int64_t i) const { return w.At(0, i); }
+};
+
+template <typename At>
+void RmsNormTyped(const float* x, std::int64_t rows, std::int64_t dim, At w, float eps, float* y) {
   for (std::int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * dim;
     float* yr = y + r * dim;
     const float inv = 1.0f / std::sqrt(Dot(xr, xr, dim) / static_cast<float>(dim) + eps);
-    for (std::int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * inv * ToF32(w[i]);
+    for (std::int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * inv * w(i);
   }
 }
 
@@ -45,10 +57,10 @@ void RopeTyped(float* x, std::int64_t rows, int n_heads, int head_stride, int ro
 
 void RmsNorm(const float* x, std::int64_t rows, std::int64_t dim, const WeightView& weight,
              float eps, float* y) {
-  if (weight.dtype == DType::kF32) {
-    RmsNormTyped(x, rows, dim, static_cast<const float*>(weight.data), eps, y);
+  if (weight.dtype == DType::kF32 || weight.dtype == DType::kBF16) {
+    RmsNormTyped(x, rows, dim, PlainAt{weight}, eps, y);
   } else {
-    RmsNormTyped(x, rows, dim, static_cast<const std::uint16_t*>(weight.data), eps, y);
+    RmsNormTyped(x, rows, dim, AnyAt{weight}, eps, y);
   }
 }
 
@@ -86,9 +98,11 @@ void Embed(const WeightView& table, const std::int32_t* ids, std::int64_t rows, 
     float* o = out + r * dim;
     if (table.dtype == DType::kF32) {
       std::memcpy(o, static_cast<const float*>(table.data) + ids[r] * dim, dim * sizeof(float));
-    } else {
+    } else if (table.dtype == DType::kBF16) {
       const auto* src = static_cast<const std::uint16_t*>(table.data) + ids[r] * dim;
       for (std::int64_t i = 0; i < dim; ++i) o[i] = ToF32(src[i]);
+    } else {
+      for (std::int64_t i = 0; i < dim; ++i) o[i] = table.At(ids[r], i);
     }
   }
 }

@@ -1,6 +1,7 @@
 #include "matmul.h"
 
 #include <algorithm>
+#include <bit>
 
 #include "dot_tile.h"
 
@@ -24,45 +25,71 @@ constexpr std::int64_t kRowChunkFloats = 1 << 18;
 constexpr std::int64_t kParallelMacs = 1 << 19;
 constexpr int kTasksPerThread = 4;  // dynamic hand-out evens out cores shared with other work
 
-// R input rows x O consecutive weight rows.
-template <int R, int O, typename W>
-inline void Tile(const float* x, const W* w, std::int64_t in, float* y, std::int64_t out) {
-  const W* rows[O];
-  for (int o = 0; o < O; ++o) rows[o] = w + o * in;
+// Weight row o as DotTile reads it, for each stored dtype.
+template <typename T>
+struct PlainRows {  // float32, bf16
+  const T* base;
+  std::int64_t in;
+  const T* operator()(std::int64_t o) const { return base + o * in; }
+};
+struct F16Rows {
+  const std::uint16_t* base;
+  std::int64_t in;
+  F16Row operator()(std::int64_t o) const { return {base + o * in}; }
+};
+struct Fp8Rows {
+  const std::uint8_t* base;
+  std::int64_t in;
+  BlockScales scales;
+  int shift;
+  Fp8Row operator()(std::int64_t o) const {
+    return {base + o * in, scales.data + ((o + scales.row0) / scales.block_rows) * scales.cols,
+            shift};
+  }
+};
+
+// R input rows x O consecutive weight rows starting at row o.
+template <int R, int O, typename Rows>
+inline void Tile(const float* x, const Rows& w, std::int64_t o, std::int64_t in, float* y,
+                 std::int64_t out) {
+  decltype(w(0)) rows[O];
+  for (int i = 0; i < O; ++i) rows[i] = w(o + i);
   DotTile<R, O>(x, in, rows, in, y, out);
 }
 
-template <int O, typename W>
-void RowsAgainstTile(const float* x, std::int64_t r_begin, std::int64_t r_end, const W* w,
-                     std::int64_t in, float* y, std::int64_t out) {
+template <int O, typename Rows>
+void RowsAgainstTile(const float* x, std::int64_t r_begin, std::int64_t r_end, const Rows& w,
+                     std::int64_t o, std::int64_t in, float* y, std::int64_t out) {
   std::int64_t r = r_begin;
-  for (; r + kRowTile <= r_end; r += kRowTile) Tile<kRowTile, O>(x + r * in, w, in, y + r * out, out);
+  for (; r + kRowTile <= r_end; r += kRowTile) {
+    Tile<kRowTile, O>(x + r * in, w, o, in, y + r * out, out);
+  }
   const std::int64_t left = r_end - r;
   if constexpr (kRowTile > 3) {
-    if (left == 3) return Tile<3, O>(x + r * in, w, in, y + r * out, out);
+    if (left == 3) return Tile<3, O>(x + r * in, w, o, in, y + r * out, out);
   }
   if constexpr (kRowTile > 2) {
-    if (left == 2) return Tile<2, O>(x + r * in, w, in, y + r * out, out);
+    if (left == 2) return Tile<2, O>(x + r * in, w, o, in, y + r * out, out);
   }
-  if (left == 1) Tile<1, O>(x + r * in, w, in, y + r * out, out);
+  if (left == 1) Tile<1, O>(x + r * in, w, o, in, y + r * out, out);
 }
 
-template <int OT, typename W>
-void OutputRange(const float* x, std::int64_t rows, const W* w, std::int64_t in, std::int64_t out,
-                 std::int64_t o_begin, std::int64_t o_end, float* y) {
+template <int OT, typename Rows>
+void OutputRange(const float* x, std::int64_t rows, const Rows& w, std::int64_t in,
+                 std::int64_t out, std::int64_t o_begin, std::int64_t o_end, float* y) {
   const std::int64_t chunk =
       std::max<std::int64_t>(kRowTile, kRowChunkFloats / std::max<std::int64_t>(in, 1));
   for (std::int64_t r0 = 0; r0 < rows; r0 += chunk) {
     const std::int64_t r1 = std::min(rows, r0 + chunk);
     std::int64_t o = o_begin;
-    for (; o + OT <= o_end; o += OT) RowsAgainstTile<OT>(x, r0, r1, w + o * in, in, y + o, out);
-    for (; o < o_end; ++o) RowsAgainstTile<1>(x, r0, r1, w + o * in, in, y + o, out);
+    for (; o + OT <= o_end; o += OT) RowsAgainstTile<OT>(x, r0, r1, w, o, in, y + o, out);
+    for (; o < o_end; ++o) RowsAgainstTile<1>(x, r0, r1, w, o, in, y + o, out);
   }
 }
 
-template <int OT, typename W>
-void MatMulTyped(ThreadPool& pool, const float* x, std::int64_t rows, const W* w, std::int64_t in,
-                 std::int64_t out, float* y) {
+template <int OT, typename Rows>
+void MatMulTyped(ThreadPool& pool, const float* x, std::int64_t rows, const Rows& w,
+                 std::int64_t in, std::int64_t out, float* y) {
   const std::int64_t blocks = (out + OT - 1) / OT;
   const bool parallel = rows * out * in >= kParallelMacs && pool.size() > 1;
   const int tasks =
@@ -74,9 +101,9 @@ void MatMulTyped(ThreadPool& pool, const float* x, std::int64_t rows, const W* w
   });
 }
 
-template <typename W>
-void MatMulTyped(ThreadPool& pool, const float* x, std::int64_t rows, const W* w, std::int64_t in,
-                 std::int64_t out, float* y) {
+template <typename Rows>
+void MatMulTyped(ThreadPool& pool, const float* x, std::int64_t rows, const Rows& w,
+                 std::int64_t in, std::int64_t out, float* y) {
   if (rows == 1) return MatMulTyped<kGemvOutTile>(pool, x, rows, w, in, out, y);
   MatMulTyped<kOutTile>(pool, x, rows, w, in, out, y);
 }
@@ -85,10 +112,23 @@ void MatMulTyped(ThreadPool& pool, const float* x, std::int64_t rows, const W* w
 
 void MatMul(ThreadPool& pool, const float* x, std::int64_t rows, const WeightView& w, float* y) {
   if (rows <= 0 || w.rows <= 0) return;
-  if (w.dtype == DType::kF32) {
-    MatMulTyped(pool, x, rows, static_cast<const float*>(w.data), w.cols, w.rows, y);
-  } else {
-    MatMulTyped(pool, x, rows, static_cast<const std::uint16_t*>(w.data), w.cols, w.rows, y);
+  const std::int64_t in = w.cols, out = w.rows;
+  switch (w.dtype) {
+    case DType::kF32:
+      return MatMulTyped(pool, x, rows, PlainRows<float>{static_cast<const float*>(w.data), in},
+                         in, out, y);
+    case DType::kBF16:
+      return MatMulTyped(
+          pool, x, rows, PlainRows<std::uint16_t>{static_cast<const std::uint16_t*>(w.data), in},
+          in, out, y);
+    case DType::kF16:
+      return MatMulTyped(pool, x, rows, F16Rows{static_cast<const std::uint16_t*>(w.data), in}, in,
+                         out, y);
+    case DType::kF8E4M3:
+      return MatMulTyped(pool, x, rows,
+                         Fp8Rows{static_cast<const std::uint8_t*>(w.data), in, w.scales,
+                                 std::countr_zero(static_cast<unsigned>(w.scales.block_cols))},
+                         in, out, y);
   }
 }
 

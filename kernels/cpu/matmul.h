@@ -11,6 +11,8 @@ namespace tandem::kernels::cpu {
 // Threads split the output rows; tiles share each loaded weight chunk among several input rows.
 // Neither the tiling nor the thread split touches the per-element operation order, so y[r][o] is
 // bit-identical for any `rows` and any position of row r in the batch.
+// Every dtype is read in place: F16 and FP8 chunks are widened in registers (FP8 times its block
+// scale, w.scales.block_cols a power of two >= 16), never into a float32 copy of the weight.
 void MatMul(ThreadPool& pool, const float* x, std::int64_t rows, const WeightView& w, float* y);
 
 }  // namespace tandem::kernels::cpu

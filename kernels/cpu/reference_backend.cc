@@ -17,8 +17,7 @@ float Dot(const float* x, const WeightView& w, std::int64_t row) {
     const float* wr = static_cast<const float*>(w.data) + row * n;
     for (std::int64_t i = 0; i < n; ++i) acc += x[i] * wr[i];
   } else {
-    const auto* wr = static_cast<const std::uint16_t*>(w.data) + row * n;
-    for (std::int64_t i = 0; i < n; ++i) acc += x[i] * Bf16ToF32(wr[i]);
+    for (std::int64_t i = 0; i < n; ++i) acc += x[i] * w.At(row, i);
   }
   return acc;
 }

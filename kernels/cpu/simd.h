@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "tandem/kernels/dtype.h"
+
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 // GCC 12 flags the _mm*_undefined_* placeholders inside its own intrinsic headers as uninitialised
 // (a known false positive); the suppression covers those headers only.
@@ -47,6 +49,8 @@ inline F32x16 LoadPartial(const std::uint16_t* p, int n) {
 }
 #endif
 inline void StorePartial(float* p, F32x16 a, int n) { _mm512_mask_storeu_ps(p, FirstLanes(n), a.v); }
+#define TANDEM_SIMD_HAS_F16C 1
+inline F32x16 HalvesToF32(__m256i h) { return {_mm512_cvtph_ps(h)}; }
 inline F32x16 Fma(F32x16 a, F32x16 b, F32x16 c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
 inline F32x16 Mul(F32x16 a, F32x16 b) { return {_mm512_mul_ps(a.v, b.v)}; }
 inline F32x16 Add(F32x16 a, F32x16 b) { return {_mm512_add_ps(a.v, b.v)}; }
@@ -95,6 +99,12 @@ inline void Halves(F32x16 a, __m256* lo, __m256* hi) {
   *lo = a.lo;
   *hi = a.hi;
 }
+#if defined(__F16C__)
+#define TANDEM_SIMD_HAS_F16C 1
+inline F32x16 HalvesToF32(__m256i h) {
+  return {_mm256_cvtph_ps(_mm256_castsi256_si128(h)), _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1))};
+}
+#endif
 
 #else  // portable fallback: same lanes, same tree; multiply and add are separate operations here
 
@@ -149,6 +159,76 @@ inline F32x16 LoadPartial(const std::uint16_t* p, int n) {
   return Load(padded);
 }
 #endif
+
+// F16 and FP8 weights. Both widen to float32 exactly, so a converted chunk holds the very floats a
+// float32 copy of the weights would, and the FMAs below see the same operands either way.
+#if defined(TANDEM_SIMD_HAS_F16C)
+inline F32x16 LoadF16(const std::uint16_t* p) {
+  return HalvesToF32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+// e4m3 as binary16 bits: the sign moves from bit 7 to bit 15, exponent and mantissa shift up by 7
+// into the low exponent bits of the half. The half's exponent bias (15) is 8 above e4m3's (7), so
+// the result is the e4m3 value / 256, exactly, subnormals included (vcvtph2ps widens those too);
+// kFp8LoadFactor puts the 256 back into the block scale (a power of two: no rounding).
+inline F32x16 LoadFp8(const std::uint8_t* p) {
+  const __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  const __m256i sign = _mm256_slli_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x80)), 8);
+  const __m256i mag = _mm256_slli_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x7f)), 7);
+  return HalvesToF32(_mm256_or_si256(sign, mag));
+}
+inline constexpr float kFp8LoadFactor = 256.0f;
+#else
+inline F32x16 LoadF16(const std::uint16_t* p) {
+  float f[kLanes];
+  for (int i = 0; i < kLanes; ++i) f[i] = F16ToF32(p[i]);
+  return Load(f);
+}
+inline F32x16 LoadFp8(const std::uint8_t* p) {
+  float f[kLanes];
+  for (int i = 0; i < kLanes; ++i) f[i] = Fp8E4M3ToF32(p[i]);
+  return Load(f);
+}
+inline constexpr float kFp8LoadFactor = 1.0f;
+#endif
+inline F32x16 LoadF16Partial(const std::uint16_t* p, int n) {
+  std::uint16_t padded[kLanes] = {};
+  std::memcpy(padded, p, n * sizeof(std::uint16_t));
+  return LoadF16(padded);
+}
+inline F32x16 LoadFp8Partial(const std::uint8_t* p, int n) {
+  std::uint8_t padded[kLanes] = {};
+  std::memcpy(padded, p, n);
+  return LoadFp8(padded);
+}
+
+// Weight rows as DotTile reads them: a plain pointer (float32, bf16) or a row of another dtype.
+struct F16Row {
+  const std::uint16_t* p;
+};
+// One FP8 row and its row of block scales (scale[k >> shift] covers column k).
+struct Fp8Row {
+  const std::uint8_t* p;
+  const float* scale;
+  int shift;
+};
+template <typename T>
+inline F32x16 LoadRow(const T* p, std::int64_t k) {
+  return Load(p + k);
+}
+template <typename T>
+inline F32x16 LoadRowPartial(const T* p, std::int64_t k, int n) {
+  return LoadPartial(p + k, n);
+}
+inline F32x16 LoadRow(F16Row r, std::int64_t k) { return LoadF16(r.p + k); }
+inline F32x16 LoadRowPartial(F16Row r, std::int64_t k, int n) { return LoadF16Partial(r.p + k, n); }
+// Dequantised as a float32 copy would be, fp8 * scale with one rounding, so an FP8 checkpoint
+// and its float32 twin give bit-identical products.
+inline F32x16 LoadRow(Fp8Row r, std::int64_t k) {
+  return Mul(LoadFp8(r.p + k), Splat(r.scale[k >> r.shift] * kFp8LoadFactor));
+}
+inline F32x16 LoadRowPartial(Fp8Row r, std::int64_t k, int n) {
+  return Mul(LoadFp8Partial(r.p + k, n), Splat(r.scale[k >> r.shift] * kFp8LoadFactor));
+}
 
 // The one horizontal-sum tree: lane i + lane i+8, then +4, +2, +1.
 inline float HorizontalSum(F32x16 a) {

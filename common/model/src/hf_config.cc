@@ -335,6 +335,35 @@ DeepseekV4Config ParseDeepseekV4(const Json& j) {
   return c;
 }
 
+// Only the block-wise FP8 scheme is read; any other quant_method would need dequantisation the
+// loader does not do, so it is refused rather than run on misread weights.
+Fp8BlockSize ParseQuantization(const Json& j) {
+  Fp8BlockSize b;
+  if (!Has(j, "quantization_config")) return b;
+  const Json& q = j.at("quantization_config");
+  if (!q.is_object()) Fail("quantization_config is not an object");
+  const std::string method = String(q, "quant_method", "fp8");
+  if (method != "fp8") Fail(absl::StrCat("quantization_config.quant_method \"", method,
+                                         "\" is not supported (fp8 is)"));
+  const std::string fmt = String(q, "fmt", "e4m3");
+  if (fmt != "e4m3") Fail(absl::StrCat("quantization_config.fmt \"", fmt, "\" is not supported"));
+  if (Has(q, "weight_block_size")) {
+    const Json& w = q.at("weight_block_size");
+    if (!w.is_array() || w.size() != 2 || !w[0].is_number_integer() ||
+        !w[1].is_number_integer()) {
+      Fail("quantization_config.weight_block_size must be two integers");
+    }
+    b.rows = w[0].get<int>();
+    b.cols = w[1].get<int>();
+  }
+  // The kernels step through scales one 16-column chunk at a time, by shifting.
+  if (b.rows <= 0 || b.cols < 16 || (b.cols & (b.cols - 1)) != 0) {
+    Fail(absl::StrCat("quantization_config.weight_block_size [", b.rows, ", ", b.cols,
+                      "] is not supported: rows must be positive, columns a power of two >= 16"));
+  }
+  return b;
+}
+
 }  // namespace
 
 absl::StatusOr<HfConfig> ParseHfConfig(const std::string& json_text, const std::string& source) {
@@ -351,6 +380,7 @@ absl::StatusOr<HfConfig> ParseHfConfig(const std::string& json_text, const std::
     out.architecture = j.at("architectures")[0].get<std::string>();
     RejectUnsupported(j);
     out.tie_word_embeddings = Bool(j, "tie_word_embeddings", false);
+    out.fp8_block = ParseQuantization(j);
     if (out.architecture == "LlamaForCausalLM") {
       out.arch = Architecture::kLlama;
       out.llama = ParseLlama(j);

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "safetensors.h"
 #include "tandem/model/deepseek_v3.h"
 #include "tandem/model/deepseek_v4.h"
 #include "tandem/model/llama.h"
@@ -19,6 +20,7 @@ struct HfConfig {
   LlamaConfig llama;          // arch == kLlama
   DeepseekV3Config deepseek;  // arch == kDeepseekV3
   DeepseekV4Config deepseek_v4;  // arch == kDeepseekV4
+  Fp8BlockSize fp8_block;  // from quantization_config
 };
 
 // `source` names the file in errors.

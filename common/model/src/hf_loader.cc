@@ -66,7 +66,8 @@ absl::StatusOr<std::unique_ptr<Model>> LoadHuggingFace(const std::string& dir,
                                                        const LoadOptions& options,
                                                        kernels::Backend* backend) {
   TANDEM_ASSIGN_OR_RETURN(HfConfig config, ReadHfConfig(dir));
-  TANDEM_ASSIGN_OR_RETURN(SafetensorsCheckpoint ckpt, SafetensorsCheckpoint::Open(dir));
+  TANDEM_ASSIGN_OR_RETURN(SafetensorsCheckpoint ckpt,
+                          SafetensorsCheckpoint::Open(dir, config.fp8_block));
   if (config.arch == Architecture::kDeepseekV4) {
     config.deepseek_v4.base.name = ServedName(dir, options);
     TANDEM_RETURN_IF_ERROR(ValidateDeepseekV4Config(config.deepseek_v4));

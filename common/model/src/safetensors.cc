@@ -25,8 +25,10 @@ absl::StatusOr<kernels::DType> ParseDType(const std::string& file, const std::st
                                           const std::string& dtype) {
   if (dtype == "F32") return kernels::DType::kF32;
   if (dtype == "BF16") return kernels::DType::kBF16;
+  if (dtype == "F16") return kernels::DType::kF16;
+  if (dtype == "F8_E4M3") return kernels::DType::kF8E4M3;
   return absl::InvalidArgumentError(absl::StrCat(file, ": tensor ", name, " has dtype ", dtype,
-                                                 "; supported dtypes are F32 and BF16"));
+                                                 "; supported dtypes are F32, BF16, F16 and F8_E4M3"));
 }
 
 struct Range {
@@ -93,6 +95,38 @@ absl::StatusOr<Json> ReadJsonFile(const std::string& path) {
   return j;
 }
 
+// Gives every FP8 tensor its scale grid (see SafetensorsCheckpoint).
+absl::Status AttachFp8Scales(const std::string& source, Fp8BlockSize block,
+                             std::map<std::string, SafetensorsTensor>* tensors) {
+  for (auto& [name, t] : *tensors) {
+    if (t.view.dtype != kernels::DType::kF8E4M3) continue;
+    auto bad = [&](absl::string_view what) {
+      return absl::InvalidArgumentError(absl::StrCat(source, ": FP8 tensor ", name, ": ", what));
+    };
+    const std::string scale_name = name + "_scale_inv";
+    const auto it = tensors->find(scale_name);
+    if (it == tensors->end()) return bad(absl::StrCat("no block scales ", scale_name));
+    const kernels::WeightView& s = it->second.view;
+    if (s.dtype != kernels::DType::kF32) {
+      return bad(absl::StrCat(scale_name, " is ", std::string(kernels::DTypeName(s.dtype)), ", not F32"));
+    }
+    // Stacked [E, O, I] experts index their scales as one [E * O, I] matrix, which only lines up
+    // when no block straddles two experts.
+    if (t.shape.size() > 2 && t.shape[t.shape.size() - 2] % block.rows != 0) {
+      return bad(absl::StrCat("stacked tensor whose rows (", t.shape[t.shape.size() - 2],
+                              ") are not whole blocks of ", block.rows));
+    }
+    const std::int64_t srows = (t.view.rows + block.rows - 1) / block.rows;
+    const std::int64_t scols = (t.view.cols + block.cols - 1) / block.cols;
+    if (s.numel() != srows * scols || s.cols != scols) {
+      return bad(absl::StrCat(scale_name, " has ", s.rows, " x ", s.cols, " scales; blocks of ",
+                              block.rows, " x ", block.cols, " need ", srows, " x ", scols));
+    }
+    t.view.scales = {static_cast<const float*>(s.data), scols, block.rows, block.cols, 0};
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
@@ -138,7 +172,8 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
   return f;
 }
 
-absl::StatusOr<SafetensorsCheckpoint> SafetensorsCheckpoint::Open(const std::string& dir) {
+absl::StatusOr<SafetensorsCheckpoint> SafetensorsCheckpoint::Open(const std::string& dir,
+                                                                  Fp8BlockSize fp8_block) {
   namespace fs = std::filesystem;
   SafetensorsCheckpoint ckpt;
   const fs::path index_path = fs::path(dir) / "model.safetensors.index.json";
@@ -152,6 +187,7 @@ absl::StatusOr<SafetensorsCheckpoint> SafetensorsCheckpoint::Open(const std::str
     TANDEM_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::Open(single_path.string()));
     ckpt.tensors_ = f.tensors();
     ckpt.files_.push_back(std::move(f));
+    TANDEM_RETURN_IF_ERROR(AttachFp8Scales(dir, fp8_block, &ckpt.tensors_));
     return ckpt;
   }
   TANDEM_ASSIGN_OR_RETURN(const Json index, ReadJsonFile(index_path.string()));
@@ -187,6 +223,7 @@ absl::StatusOr<SafetensorsCheckpoint> SafetensorsCheckpoint::Open(const std::str
     }
     ckpt.tensors_.emplace(t->first, t->second);
   }
+  TANDEM_RETURN_IF_ERROR(AttachFp8Scales(dir, fp8_block, &ckpt.tensors_));
   return ckpt;
 }
 

@@ -12,6 +12,14 @@
 
 namespace tandem::model::internal {
 
+// Block shape of FP8 weight scales: quantization_config.weight_block_size of an FP8 checkpoint
+// (DeepSeek-V3's: quant_method "fp8", fmt "e4m3", [128, 128], rows then columns); 128 x 128 when
+// the config has none.
+struct Fp8BlockSize {
+  int rows = 128;
+  int cols = 128;
+};
+
 // One tensor of a safetensors file, used in place from the mapping. `view` flattens every leading
 // dimension into rows (a 1-D tensor is one row; [E, O, I] stacked experts are E*O rows of I).
 struct SafetensorsTensor {
@@ -20,7 +28,7 @@ struct SafetensorsTensor {
 };
 
 // A memory-mapped .safetensors file whose header has been fully validated: every tensor has a
-// supported dtype (F32, BF16), a shape whose size matches its byte range, and a byte range inside
+// supported dtype (F32, BF16, F16, F8_E4M3), a shape whose size matches its byte range, and a byte range inside
 // the data section that overlaps no other tensor.
 class SafetensorsFile {
  public:
@@ -38,9 +46,13 @@ class SafetensorsFile {
 
 // Every tensor of a checkpoint directory: model.safetensors, or the shards listed by
 // model.safetensors.index.json (every tensor its weight_map names must be in the named shard).
+// An F8_E4M3 tensor "X" comes with its block scales "X_scale_inv" (F32, [ceil(rows / block.rows),
+// ceil(cols / block.cols)], any shard), as DeepSeek ships them: its view carries them and the
+// weight stays FP8 in the mapping (the kernels dequantise in registers).
 class SafetensorsCheckpoint {
  public:
-  static absl::StatusOr<SafetensorsCheckpoint> Open(const std::string& dir);
+  static absl::StatusOr<SafetensorsCheckpoint> Open(const std::string& dir,
+                                                    Fp8BlockSize fp8_block = {});
 
   const SafetensorsTensor* Find(absl::string_view name) const;
   bool Contains(absl::string_view name) const { return Find(name) != nullptr; }

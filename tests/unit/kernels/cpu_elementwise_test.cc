@@ -1,4 +1,4 @@
-// The fast CPU row-wise ops against the reference backend, on odd sizes and both weight dtypes.
+// The fast CPU row-wise ops against the reference backend, on odd sizes and every weight dtype.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -28,7 +28,7 @@ std::vector<float> AbsPlusOne(const std::vector<float>& v) {
 }
 
 TEST_F(CpuElementwise, RmsNormMatchesReference) {
-  for (DType dtype : {DType::kF32, DType::kBF16}) {
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3}) {
     for (std::int64_t dim : {1, 7, 16, 64, 333}) {
       constexpr std::int64_t kRows = 5;
       TestWeight w(1, dim, dtype, rng_);
@@ -116,7 +116,7 @@ TEST_F(CpuElementwise, RopeMatchesReferenceInBothLayouts) {
 }
 
 TEST_F(CpuElementwise, EmbedMatchesReference) {
-  for (DType dtype : {DType::kF32, DType::kBF16}) {
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3}) {
     TestWeight table(37, 19, dtype, rng_);
     const std::vector<std::int32_t> ids = {36, 0, 5, 5, 17};
     std::vector<float> got(ids.size() * 19), want(ids.size() * 19);

@@ -54,7 +54,7 @@ TEST_P(MatMulShapes, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     OddAndRoundSizes, MatMulShapes,
-    ::testing::Combine(::testing::Values(DType::kF32, DType::kBF16),
+    ::testing::Combine(::testing::Values(DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3),
                        ::testing::Values<std::int64_t>(1, 3, 16, 21),
                        ::testing::Values<std::int64_t>(1, 5, 64, 131),
                        ::testing::Values<std::int64_t>(1, 7, 16, 64, 100, 1000)));
@@ -107,7 +107,31 @@ TEST_P(MatMulInvariance, ThreadCountDoesNotChangeBits) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, MatMulInvariance, ::testing::Values(DType::kF32, DType::kBF16));
+// F16 and FP8 are widened in registers to exactly the floats of their float32 twin, so the fast
+// kernel gives the twin's bits: batch invariance then carries over, and a quantised checkpoint
+// matches its dequantised copy exactly. Rows 0..kOut cover whole and partial scale blocks, and the
+// row slices start inside a block (an expert or head slice of a stacked tensor).
+TEST_P(MatMulInvariance, SameBitsAsFloat32Twin) {
+  constexpr std::int64_t kOut = 67, kIn = 257;
+  std::mt19937 rng(5);
+  TestWeight w(kOut, kIn, GetParam(), rng);
+  auto fast = CreateCpuBackend({.num_threads = 2});
+  for (std::int64_t rows : {1, 2, 3, 4, 5, 16}) {
+    const std::vector<float> x = RandomFloats(rows * kIn, rng);
+    const std::vector<float> y = Multiply(*fast, x, rows, w.view);
+    const std::vector<float> twin = Multiply(*fast, x, rows, w.F32Twin());
+    EXPECT_TRUE(BitEqual(y.data(), twin.data(), y.size())) << rows << " rows";
+    for (std::int64_t first : {0, 5, 17, 40}) {
+      const std::int64_t n = kOut - first - 3;
+      const std::vector<float> ys = Multiply(*fast, x, rows, w.view.RowSlice(first, n));
+      const std::vector<float> ts = Multiply(*fast, x, rows, w.F32Twin().RowSlice(first, n));
+      EXPECT_TRUE(BitEqual(ys.data(), ts.data(), ys.size())) << rows << " rows from " << first;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, MatMulInvariance,
+                         ::testing::Values(DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3));
 
 TEST(CpuMatMul, LongReductionMatchesReference) {
   std::mt19937 rng(3);

@@ -30,21 +30,76 @@ inline std::vector<std::uint16_t> ToBf16(const std::vector<float>& v) {
   return out;
 }
 
-// A weight matrix held in either dtype, with its view.
+// Random binary16 bits of magnitude below 1, with about one in 16 subnormal so that the
+// conversions' subnormal path is exercised.
+inline std::vector<std::uint16_t> RandomF16(std::size_t n, std::mt19937& rng) {
+  std::vector<std::uint16_t> out(n);
+  for (std::uint16_t& h : out) {
+    const std::uint32_t u = rng();
+    const std::uint32_t exp = (u & 0xf0000U) == 0 ? 0 : 5 + (u >> 20) % 10;  // 2^-10 .. 2^-1
+    h = static_cast<std::uint16_t>((u & 0x8000U) | (exp << 10) | (u & 0x3ffU));
+  }
+  return out;
+}
+
+// Random e4m3 bytes over the whole finite range (NaN encodings 0x7f/0xff excluded).
+inline std::vector<std::uint8_t> RandomFp8(std::size_t n, std::mt19937& rng) {
+  std::vector<std::uint8_t> out(n);
+  for (std::uint8_t& b : out) {
+    do {
+      b = static_cast<std::uint8_t>(rng());
+    } while ((b & 0x7f) == 0x7f);
+  }
+  return out;
+}
+
+// Blocks of FP8 test weights: smaller than DeepSeek's 128 x 128 so that small matrices span
+// several blocks (and partial ones) in both directions; rows and columns differ so a swapped
+// index shows.
+inline constexpr int kTestBlockRows = 16;
+inline constexpr int kTestBlockCols = 32;
+
+// A weight matrix held in any dtype, with its view. f32 holds the exact values the view stands
+// for (WeightView::At; FP8 dequantised), a float32 twin of the same weight.
 struct TestWeight {
   std::vector<float> f32;
   std::vector<std::uint16_t> bf16;
+  std::vector<std::uint16_t> f16;
+  std::vector<std::uint8_t> fp8;
+  std::vector<float> scales;
   WeightView view;
 
-  TestWeight(std::int64_t rows, std::int64_t cols, DType dtype, std::mt19937& rng)
-      : f32(RandomFloats(rows * cols, rng)) {
-    if (dtype == DType::kBF16) {
-      bf16 = ToBf16(f32);
-      view = {bf16.data(), dtype, rows, cols};
-    } else {
-      view = {f32.data(), dtype, rows, cols};
+  TestWeight(std::int64_t rows, std::int64_t cols, DType dtype, std::mt19937& rng) {
+    switch (dtype) {
+      case DType::kF32:
+        f32 = RandomFloats(rows * cols, rng);
+        view = {f32.data(), dtype, rows, cols};
+        return;
+      case DType::kBF16:
+        f32 = RandomFloats(rows * cols, rng);
+        bf16 = ToBf16(f32);
+        view = {bf16.data(), dtype, rows, cols};
+        break;
+      case DType::kF16:
+        f16 = RandomF16(rows * cols, rng);
+        view = {f16.data(), dtype, rows, cols};
+        break;
+      case DType::kF8E4M3: {
+        fp8 = RandomFp8(rows * cols, rng);
+        const std::int64_t srows = (rows + kTestBlockRows - 1) / kTestBlockRows;
+        const std::int64_t scols = (cols + kTestBlockCols - 1) / kTestBlockCols;
+        // Scales like a quantiser's amax / 448 for weights of magnitude ~1, varied per block.
+        scales = RandomFloats(srows * scols, rng, 0.5f / 448, 2.0f / 448);
+        view = {fp8.data(), dtype, rows, cols, {scales.data(), scols, kTestBlockRows, kTestBlockCols}};
+        break;
+      }
+    }
+    f32.resize(rows * cols);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      for (std::int64_t c = 0; c < cols; ++c) f32[r * cols + c] = view.At(r, c);
     }
   }
+  WeightView F32Twin() const { return {f32.data(), DType::kF32, view.rows, view.cols}; }
 };
 
 // |got - want| <= rel * bound elementwise, where bound is the magnitude the rounding error of the

@@ -132,7 +132,7 @@ TEST_F(Safetensors, RejectsOverlap) {
 }
 
 TEST_F(Safetensors, RejectsUnsupportedDtypeByName) {
-  for (const std::string dtype : {"F16", "I32", "F8_E4M3", "F64"}) {
+  for (const std::string dtype : {"I32", "F8_E5M2", "F64"}) {
     const auto f = SafetensorsFile::Open(
         Write("d.safetensors",
               WithEntry("layer.w", {{"dtype", dtype}, {"shape", {2}}, {"data_offsets", {0, 8}}})));
@@ -192,6 +192,56 @@ TEST_F(Safetensors, CheckpointReadsSingleFileOrIndex) {
   Write("model.safetensors.index.json", "{\"weight_map\": 3}");
   EXPECT_THAT(SafetensorsCheckpoint::Open(dir_.string()).status().message(),
               HasSubstr("no weight_map"));
+}
+
+// tests/fixtures/quantized_tensors (tools/fixtures/make_quantized_fixtures.py): FP8 with
+// DeepSeek's block scales and F16, read in place, must equal numpy's dequantisation bit for bit
+// (DeepSeek-V3's weight_dequant: float32(fp8) * block scale, one float32 rounding).
+TEST_F(Safetensors, Fp8AndF16MatchNumpyDequantisation) {
+  const std::string dir = tandem::model::testing::FixtureDir("quantized_tensors");
+  auto ckpt = SafetensorsCheckpoint::Open(dir);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  auto expected = SafetensorsFile::Open(dir + "/expected.safetensors");
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  ASSERT_EQ(expected->tensors().size(), 3u);
+  for (const auto& [name, want] : expected->tensors()) {
+    SCOPED_TRACE(name);
+    auto got = ckpt->Get(name);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(ckpt->Shape(name).value(), want.shape);
+    ASSERT_EQ(got->rows, want.view.rows);
+    ASSERT_EQ(got->cols, want.view.cols);
+    int mismatches = 0;
+    for (std::int64_t r = 0; r < got->rows; ++r) {
+      for (std::int64_t c = 0; c < got->cols; ++c) {
+        const float g = got->At(r, c), w = want.view.At(r, c);
+        if (std::memcmp(&g, &w, sizeof(g)) != 0 && ++mismatches <= 5) {
+          ADD_FAILURE() << "[" << r << ", " << c << "]: got " << g << ", numpy " << w;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(ckpt->Get("fp8.weight")->dtype, kernels::DType::kF8E4M3);
+  EXPECT_EQ(ckpt->Get("f16.weight")->dtype, kernels::DType::kF16);
+}
+
+TEST_F(Safetensors, Fp8NeedsMatchingF32BlockScales) {
+  auto write = [&](const Json& scale_entry) {
+    Json h;
+    h["w"] = {{"dtype", "F8_E4M3"}, {"shape", {20, 40}}, {"data_offsets", {16, 816}}};
+    if (!scale_entry.is_null()) h["w_scale_inv"] = scale_entry;
+    Write("model.safetensors", SafetensorsBytes(h, std::string(816, '\0')));
+    return SafetensorsCheckpoint::Open(dir_.string(), {16, 32}).status();
+  };
+  // [20, 40] in 16 x 32 blocks: 2 x 2 scales.
+  EXPECT_TRUE(write({{"dtype", "F32"}, {"shape", {2, 2}}, {"data_offsets", {0, 16}}}).ok());
+  EXPECT_THAT(SafetensorsCheckpoint::Open(dir_.string(), {128, 128}).status().message(),
+              HasSubstr("need 1 x 1"));
+  EXPECT_THAT(write(Json()).message(), HasSubstr("FP8 tensor w: no block scales w_scale_inv"));
+  EXPECT_THAT(write({{"dtype", "F32"}, {"shape", {4}}, {"data_offsets", {0, 16}}}).message(),
+              HasSubstr("need 2 x 2"));
+  EXPECT_THAT(write({{"dtype", "BF16"}, {"shape", {2, 4}}, {"data_offsets", {0, 16}}}).message(),
+              HasSubstr("is BF16, not F32"));
 }
 
 TEST_F(Safetensors, CheckpointNeedsWeights) {
