@@ -1,7 +1,15 @@
+#include <thread>
+
 #include "absl/strings/str_cat.h"
 #include "kv_handoff.h"
 
 namespace tandem::worker {
+namespace {
+
+constexpr int kSpinPolls = 4;
+constexpr std::chrono::microseconds kPollInterval{20};
+
+}  // namespace
 
 absl::StatusOr<KvSendResult> KvSender::Send(const v1::KvTarget& target,
                                             const std::vector<std::int32_t>& local_blocks,
@@ -51,9 +59,13 @@ absl::StatusOr<KvSendResult> KvSender::Send(const v1::KvTarget& target,
   auto id = agent_->StartGatedWrite(write);
   if (!id.ok()) return id.status();
   transport::TransferStatus status;
-  for (;;) {
+  for (int polls = 0;; ++polls) {
     status = agent_->Poll(*id);
     if (status.state != transport::TransferState::kInProgress) break;
+    // The receiver progresses every ~50 us (TCP emulates the puts), so a transfer that is not done
+    // at once takes tens of microseconds at least: spinning for it only takes the core from the
+    // engine and from the other prefills' transfers.
+    if (polls >= kSpinPolls) std::this_thread::sleep_for(kPollInterval);
     if (std::chrono::steady_clock::now() > deadline) {
       agent_->Release(*id);
       agent_->Disconnect(write.peer_address);
