@@ -60,7 +60,8 @@ void KvReceiver::ProgressWhileOpen() {
       if (stopping_) return;
     }
     agent_->Progress();
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    // Bounded so that a missed wakeup costs a millisecond at most.
+    agent_->WaitForActivity(std::chrono::milliseconds(1));
   }
 }
 

@@ -1,5 +1,6 @@
 #include "tandem/transport/ucx_agent.h"
 
+#include <poll.h>
 #include <ucp/api/ucp.h>
 
 #include <chrono>
@@ -120,8 +121,14 @@ class UcxAgent final : public TransferAgent {
     }
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES;
-    params.features = UCP_FEATURE_RMA;
+    // Wakeup lets an idle receiver block on an event fd (WaitForActivity); a UCX build or
+    // transport list without it still works, polling instead.
+    params.features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
     st = ucp_init(&params, config, &context_);
+    if (st != UCS_OK) {
+      params.features = UCP_FEATURE_RMA;
+      st = ucp_init(&params, config, &context_);
+    }
     ucp_config_release(config);
     if (st != UCS_OK) return UcsError("ucp_init", st);
 
@@ -131,6 +138,10 @@ class UcxAgent final : public TransferAgent {
     wparams.thread_mode = UCS_THREAD_MODE_SINGLE;
     st = ucp_worker_create(context_, &wparams, &worker_);
     if (st != UCS_OK) return UcsError("ucp_worker_create", st);
+    if ((params.features & UCP_FEATURE_WAKEUP) != 0 &&
+        ucp_worker_get_efd(worker_, &event_fd_) != UCS_OK) {
+      event_fd_ = -1;
+    }
     st = ucp_worker_get_address(worker_, &local_address_, &local_address_len_);
     if (st != UCS_OK) return UcsError("ucp_worker_get_address", st);
     return absl::OkStatus();
@@ -213,6 +224,33 @@ class UcxAgent final : public TransferAgent {
     if (it == transfers_.end()) return;
     AbandonLocked(it->second);
     transfers_.erase(it);
+  }
+
+  void WaitForActivity(std::chrono::microseconds max_wait) override {
+    if (event_fd_ < 0) {
+      std::this_thread::sleep_for(max_wait);
+      return;
+    }
+    ucs_status_t armed;
+    {
+      absl::MutexLock lock(&mu_);
+      // Arming fails with BUSY while events are pending, so what is there is progressed first.
+      while (ucp_worker_progress(worker_) != 0) {
+      }
+      armed = ucp_worker_arm(worker_);
+    }
+    if (armed == UCS_ERR_BUSY) return;  // something arrived meanwhile: the caller progresses it
+    if (armed != UCS_OK) {
+      std::this_thread::sleep_for(max_wait);
+      return;
+    }
+    // Another thread's progress may consume the event the fd would have signalled: the wait is
+    // bounded by max_wait, so that costs latency, never a lost write.
+    pollfd fd{event_fd_, POLLIN, 0};
+    const auto secs = std::chrono::duration_cast<std::chrono::seconds>(max_wait);
+    const timespec timeout{static_cast<time_t>(secs.count()),
+                           static_cast<long>((max_wait - secs).count() * 1000)};
+    ppoll(&fd, 1, &timeout, nullptr);
   }
 
   void Progress() override {
@@ -331,6 +369,7 @@ class UcxAgent final : public TransferAgent {
   absl::Mutex mu_;
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
+  int event_fd_ = -1;  // set once in Init; -1 without wakeup support
   ucp_address_t* local_address_ = nullptr;
   std::size_t local_address_len_ = 0;
   absl::flat_hash_map<std::string, std::unique_ptr<Endpoint>> endpoints_ ABSL_GUARDED_BY(mu_);

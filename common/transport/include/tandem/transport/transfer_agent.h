@@ -1,9 +1,11 @@
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -73,6 +75,12 @@ class TransferAgent {
   // transports that emulate RMA with active messages (TCP) remote writes land only while the
   // target progresses.
   virtual void Progress() = 0;
+  // Blocks until the transport may have something for Progress (an incoming write, a completion)
+  // or `max_wait` passed, so that a receiver's progress loop sleeps while nothing arrives instead
+  // of waking on a fixed short interval. Without wakeup support it sleeps `max_wait`.
+  virtual void WaitForActivity(std::chrono::microseconds max_wait) {
+    std::this_thread::sleep_for(max_wait);
+  }
   // Drops the cached connection to a peer (after it died), so the next write reconnects.
   virtual void Disconnect(const std::string& peer_address) = 0;
 };
