@@ -1,6 +1,10 @@
 #include "router_app.h"
 
+#include <signal.h>
+
+#include <atomic>
 #include <iostream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "router_config.h"
@@ -24,6 +28,12 @@ int RunRouterMain(int argc, char** argv) {
   }
 
   config::StopSignals stop;  // before any thread starts
+  // SIGHUP re-reads --api-keys-file; blocked here so that every thread inherits the mask and only
+  // the reloader below takes it (without keys it is ignored rather than killing the router).
+  sigset_t hup;
+  sigemptyset(&hup);
+  sigaddset(&hup, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &hup, nullptr);
 
   auto tok = tokenizer::LoadModelTokenizer(cfg.model, /*vocab_size=*/0);
   if (!tok.ok()) {
@@ -52,8 +62,33 @@ int RunRouterMain(int argc, char** argv) {
   std::cerr << "router listening http=" << http_host << ":" << (*server)->http_port()
             << " control=" << control_host << ":" << (*server)->control_port() << std::endl;
   std::cerr << "router serving model " << ServedModelName(cfg) << "\n";
+  if (cfg.api_keys_file.empty()) {
+    std::cerr << "router: WARNING: no --api-keys-file: every endpoint is served to anyone who can "
+                 "reach " << http_host << ":" << (*server)->http_port() << " without authentication\n";
+  } else {
+    std::cerr << "router: API keys from " << cfg.api_keys_file << " (SIGHUP re-reads it)\n";
+  }
+  if ((*server)->metrics_port() != 0) {
+    std::cerr << "router metrics listening on port " << (*server)->metrics_port() << std::endl;
+  }
+
+  std::atomic<bool> stopping{false};
+  std::thread reloader([&] {
+    while (!stopping.load()) {
+      timespec tick{0, 200 * 1000 * 1000};
+      if (sigtimedwait(&hup, nullptr, &tick) != SIGHUP) continue;
+      absl::Status st = (*server)->ReloadApiKeys();
+      if (st.ok()) {
+        std::cerr << "router: SIGHUP: API keys re-read from " << cfg.api_keys_file << std::endl;
+      } else {
+        std::cerr << "router: SIGHUP: keeping the API keys in force: " << st.message() << std::endl;
+      }
+    }
+  });
 
   const int sig = stop.Wait();
+  stopping.store(true);
+  reloader.join();
   std::cerr << "router stopping (signal " << sig << ")\n";
   (*server)->Shutdown(absl::Seconds(5));
   return 0;

@@ -83,6 +83,16 @@ void BindRouterFlags(config::FlagSet* f, RouterConfig* c) {
            "TANDEM_ROUTER_MAX_BODY_BYTES");
   f->Int("header-timeout-ms", &c->header_timeout_ms,
          "time a client has to send the request headers", "TANDEM_ROUTER_HEADER_TIMEOUT_MS");
+  f->String("api-keys-file", &c->api_keys_file,
+            "API keys, one JSON object per line ({\"key_sha256\", \"tenant\", \"traffic_class\", "
+            "\"limits\"}; tools/apikey makes them): every endpoint but /health, /ready and "
+            "/v1/models then needs Authorization: Bearer KEY or x-api-key: KEY. Re-read on SIGHUP. "
+            "Empty: no authentication",
+            "TANDEM_ROUTER_API_KEYS_FILE");
+  f->String("metrics-listen", &c->metrics_listen,
+            "own address host:port for /metrics, /health and /ready (never authenticated; "
+            "/metrics then leaves the public listener). Empty: they are on --http-listen",
+            "TANDEM_ROUTER_METRICS_LISTEN");
 }
 
 std::string ServedModelName(const RouterConfig& config) {

@@ -36,6 +36,9 @@ struct RouterConfig {
   int http_max_connections = 16384;  // open client connections; beyond: 503 (mind ulimit -n)
   std::int64_t max_body_bytes = 8 << 20;
   int header_timeout_ms = 10000;  // slow-loris bound: headers must arrive within it
+  // Security (docs/security.md).
+  std::string api_keys_file;   // JSON lines of hashed keys; empty: no authentication
+  std::string metrics_listen;  // own listener for /metrics, /health, /ready; empty: on http-listen
 };
 
 // Binds every field to a flag with a TANDEM_ROUTER_* environment fallback.

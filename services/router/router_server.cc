@@ -80,6 +80,12 @@ absl::Status RouterServer::Init() {
   dispatcher_ = std::make_unique<Dispatcher>(
       registry_.get(), Dispatcher::Options{.metrics = &metrics_, .executor = executor_.get()});
   TANDEM_ASSIGN_OR_RETURN(traffic_, TrafficClassifier::Parse(cfg.api_key_traffic_classes));
+  if (!cfg.api_keys_file.empty()) {
+    TANDEM_ASSIGN_OR_RETURN(auth_, ApiKeyAuth::Load(cfg.api_keys_file, &metrics_registry_));
+    TANDEM_ASSIGN_OR_RETURN(limits_, TenantLimits::Create(TenantLimits::Options{
+                                         .now = options_.limits_now, .registry = &metrics_registry_}));
+    limits_->Configure(*auth_->keys());
+  }
   admission_ = std::make_unique<Admission>(
       AdmissionOptions{.max_in_flight = cfg.max_in_flight,
                        .max_queue_length = cfg.max_queue_length,
@@ -99,7 +105,8 @@ absl::Status RouterServer::Init() {
                           .admission = admission_.get(),
                           .metrics = &metrics_,
                           .jobs = jobs_.get(),
-                          .traffic = &traffic_});
+                          .traffic = &traffic_,
+                          .limits = limits_.get()});
 
   TANDEM_ASSIGN_OR_RETURN(const ChatFormat format, ResolveChatFormat(cfg.chat_format, cfg.model));
   TANDEM_ASSIGN_OR_RETURN(
@@ -113,7 +120,8 @@ absl::Status RouterServer::Init() {
                             .admission = admission_.get(),
                             .metrics = &metrics_,
                             .jobs = jobs_.get(),
-                            .traffic = &traffic_}));
+                            .traffic = &traffic_,
+                            .limits = limits_.get()}));
 
   control_service_ = std::make_unique<ControlService>(registry_.get(), prefix_router_.get());
   grpc::ServerBuilder builder;
@@ -125,13 +133,28 @@ absl::Status RouterServer::Init() {
   }
 
   http::Router routes;
-  TANDEM_RETURN_IF_ERROR(InstallRoutes(&routes, RouteDeps{.served_model = options_.served_model,
-                                                          .created_unix_s = absl::ToUnixSeconds(absl::Now()),
-                                                          .generation = generation_.get(),
-                                                          .protocols = protocols_.get(),
-                                                          .registry = registry_.get(),
-                                                          .metrics_registry = &metrics_registry_,
-                                                          .metrics = &metrics_}));
+  const RouteDeps route_deps{.served_model = options_.served_model,
+                             .created_unix_s = absl::ToUnixSeconds(absl::Now()),
+                             .generation = generation_.get(),
+                             .protocols = protocols_.get(),
+                             .registry = registry_.get(),
+                             .metrics_registry = &metrics_registry_,
+                             .metrics = &metrics_,
+                             .auth = auth_.get(),
+                             .serve_metrics = cfg.metrics_listen.empty()};
+  TANDEM_RETURN_IF_ERROR(InstallRoutes(&routes, route_deps));
+  if (!cfg.metrics_listen.empty()) {
+    TANDEM_ASSIGN_OR_RETURN(HostPort ops_addr, ParseHostPort("metrics-listen", cfg.metrics_listen));
+    http::Router ops_routes;
+    TANDEM_RETURN_IF_ERROR(InstallOperationsRoutes(&ops_routes, route_deps));
+    http::ServerConfig ops_config;
+    ops_config.host = ops_addr.host;
+    ops_config.port = static_cast<uint16_t>(ops_addr.port);
+    ops_config.io_threads = 1;
+    ops_config.max_connections = 64;
+    TANDEM_ASSIGN_OR_RETURN(ops_server_, http::Server::Start(ops_config, std::move(ops_routes)));
+    metrics_port_ = ops_server_->port();
+  }
   http::ServerConfig http_config;
   http_config.host = http_addr.host;
   http_config.port = static_cast<uint16_t>(http_addr.port);
@@ -146,6 +169,13 @@ absl::Status RouterServer::Init() {
   http_port_ = http_server_->port();
 
   sweeper_ = std::thread([this] { SweepLeases(); });
+  return absl::OkStatus();
+}
+
+absl::Status RouterServer::ReloadApiKeys() {
+  if (auth_ == nullptr) return absl::FailedPreconditionError("the router has no --api-keys-file");
+  TANDEM_RETURN_IF_ERROR(auth_->Reload());
+  limits_->Configure(*auth_->keys());
   return absl::OkStatus();
 }
 
@@ -176,6 +206,7 @@ void RouterServer::Shutdown(absl::Duration grace) {
     admission_->CloseAndCancelAll(absl::UnavailableError("the router is shutting down"));
   }
   if (http_server_ != nullptr) http_server_->Shutdown(absl::Seconds(2));
+  if (ops_server_ != nullptr) ops_server_->Shutdown(absl::Seconds(1));
   // Cancelled generations end as soon as their workers' calls return.
   if (jobs_ != nullptr && !jobs_->Wait(std::chrono::seconds(10))) {
     std::cerr << "router: " << jobs_->running()

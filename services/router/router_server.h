@@ -10,6 +10,8 @@
 #include "dispatch/dispatcher.h"
 #include "api/generation_api.h"
 #include "api/protocol_api.h"
+#include "api/auth.h"
+#include "admission/tenant_limits.h"
 #include "grpcpp/server.h"
 #include "router_config.h"
 #include "router_metrics.h"
@@ -32,12 +34,17 @@ class RouterServer {
     std::string served_model;
     TokenizerSetup tokenizer;  // must outlive the server
     SteadyNow now;             // lease clock; empty: steady_clock
+    SteadyNow limits_now;      // the per-key limits' clock; empty: steady_clock
   };
   static absl::StatusOr<std::unique_ptr<RouterServer>> Start(Options options);
   ~RouterServer();
 
   int http_port() const { return http_port_; }
   int control_port() const { return control_port_; }
+  int metrics_port() const { return metrics_port_; }  // --metrics-listen's; 0 without
+  // Re-reads --api-keys-file (SIGHUP): new keys and limits apply to the next request, running
+  // ones finish. On an error the keys in force stay. FailedPrecondition without the flag.
+  absl::Status ReloadApiKeys();
   WorkerRegistry& registry() { return *registry_; }
   PrefixRouter& prefix_router() { return *prefix_router_; }
   const metrics::Registry& metrics_registry() const { return metrics_registry_; }
@@ -66,6 +73,10 @@ class RouterServer {
   std::unique_ptr<GenerationApi> generation_;
   std::unique_ptr<ProtocolApi> protocols_;
   TrafficClassifier traffic_;
+  std::unique_ptr<ApiKeyAuth> auth_;
+  std::unique_ptr<TenantLimits> limits_;
+  std::unique_ptr<http::Server> ops_server_;
+  int metrics_port_ = 0;
   std::unique_ptr<grpc::Service> control_service_;
   std::unique_ptr<grpc::Server> control_server_;
   std::unique_ptr<http::Server> http_server_;

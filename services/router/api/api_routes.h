@@ -21,9 +21,17 @@ struct RouteDeps {
   WorkerRegistry* registry = nullptr;
   const metrics::Registry* metrics_registry = nullptr;
   const RouterMetrics* metrics = nullptr;
+  // --api-keys-file: every endpoint but /health, /ready and /v1/models (and the separate
+  // operations listener's) needs a key. Null: served to anyone.
+  const ApiKeyAuth* auth = nullptr;
+  bool serve_metrics = true;  // false: /metrics lives on its own listener (--metrics-listen)
 };
 
 // The router's HTTP surface: the OpenAI and Anthropic endpoints, /v1/models, /health, /ready and /metrics.
 absl::Status InstallRoutes(http::Router* router, const RouteDeps& deps);
+
+// The operations listener (--metrics-listen): /metrics, /health and /ready, never authenticated,
+// so scrapers and probes need no API key and the public listener need not serve them.
+absl::Status InstallOperationsRoutes(http::Router* router, const RouteDeps& deps);
 
 }  // namespace tandem::router

@@ -40,7 +40,12 @@ std::function<void()> ClientChannel::CancelOnDisconnect() const {
   };
 }
 
+void ClientChannel::AddHeaders(std::vector<http::Header> headers) {
+  for (http::Header& h : headers) extra_headers_.push_back(std::move(h));
+}
+
 void ClientChannel::Answer(http::Response response) {
+  for (const http::Header& h : extra_headers_) response.headers.push_back(h);
   if (metrics_ != nullptr) metrics_->CountRequest(endpoint_, response.status);
   responder_->Respond(std::move(response));
 }
@@ -50,6 +55,7 @@ bool ClientChannel::OpenStream() {
   opened_ = async::Event::Create(executor_);
   slot_ = std::make_shared<WriterSlot>(opened_);
   http::SseResponse sse;
+  sse.headers = extra_headers_;
   sse.on_open = [slot = slot_, guard = std::make_shared<AbandonOnDrop>(slot_)](
                     std::shared_ptr<http::SseWriter> writer) { slot->Set(std::move(writer)); };
   if (metrics_ != nullptr) metrics_->CountRequest(endpoint_, 200);

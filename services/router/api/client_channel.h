@@ -33,6 +33,8 @@ class ClientChannel {
   ClientChannel(const ClientChannel&) = delete;
   ClientChannel& operator=(const ClientChannel&) = delete;
 
+  // Headers every answer carries (the rate-limit headers), set before it is sent.
+  void AddHeaders(std::vector<http::Header> headers);
   // Non-streaming answer (or the error answer of a stream that never opened).
   void Answer(http::Response response);
 
@@ -65,6 +67,7 @@ class ClientChannel {
   std::shared_ptr<WriterSlot> slot_;
   std::shared_ptr<http::SseWriter> writer_;
   std::deque<http::SseEvent> pending_;
+  std::vector<http::Header> extra_headers_;
   bool open_failed_ = false;
   bool gone_ = false;
 };

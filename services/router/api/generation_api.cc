@@ -76,7 +76,8 @@ v1::SamplingParams GenerationApi::Sampling(const OpenAiRequest& r, int max_token
   return rpc::ToProto(p);
 }
 
-http::HandlerResult GenerationApi::Handle(const http::Request& http_request) {
+http::HandlerResult GenerationApi::Handle(const http::Request& http_request,
+                                          const Principal* principal) {
   const auto arrived = std::chrono::steady_clock::now();
   const std::string path = kPath;
   OpenAiRequest request;
@@ -90,6 +91,10 @@ http::HandlerResult GenerationApi::Handle(const http::Request& http_request) {
       return Fail(path, ApiError::Invalid(std::string(cls.status().message()), "X-Tandem-Traffic-Class"));
     }
     traffic_class = std::move(*cls);
+  }
+  if (principal != nullptr && !principal->traffic_class.empty() &&
+      !http_request.FindHeader("X-Tandem-Traffic-Class").has_value()) {
+    traffic_class = principal->traffic_class;
   }
   if (!request.model.empty() && request.model != options_.served_model) {
     ApiError error = ApiError::Invalid(
@@ -110,10 +115,30 @@ http::HandlerResult GenerationApi::Handle(const http::Request& http_request) {
                              &max_tokens)) {
     return Fail(path, *error);
   }
+  std::unique_ptr<TenantLimits::Lease> lease;
+  std::vector<http::Header> limit_headers;
+  if (principal != nullptr && deps_.limits != nullptr) {
+    TenantLimits::Grant grant =
+        deps_.limits->Acquire(principal->key_id, principal->key_limits, principal->tenant,
+                              static_cast<std::int64_t>(prompt.size()) + max_tokens);
+    limit_headers = TenantLimits::OpenAiHeaders(grant.snapshot);
+    if (grant.lease == nullptr) {
+      ApiError error = ApiError::FromStatus(grant.refusal);
+      error.code = "rate_limit_exceeded";
+      http::Response response = Fail(path, error);
+      for (http::Header& h : limit_headers) response.headers.push_back(std::move(h));
+      return response;
+    }
+    lease = std::move(grant.lease);
+  }
   auto canceller = std::make_shared<CallCanceller>();
   absl::Status refused;
   std::unique_ptr<AdmissionTicket> ticket = deps_.admission->Admit(canceller, &refused);
-  if (ticket == nullptr) return Fail(path, ApiError::FromStatus(refused));
+  if (ticket == nullptr) {
+    http::Response response = Fail(path, ApiError::FromStatus(refused));
+    for (http::Header& h : limit_headers) response.headers.push_back(std::move(h));
+    return response;
+  }
 
   ResponseContext response;
   response.id = NewRequestId();
@@ -134,6 +159,8 @@ http::HandlerResult GenerationApi::Handle(const http::Request& http_request) {
   setup.metrics = deps_.metrics;
   setup.endpoint = path;
   setup.stream = request.stream;
+  setup.limits = std::move(lease);
+  setup.response_headers = std::move(limit_headers);
   std::vector<std::int32_t> stop_ids(setup.generation.sampling.stop_token_ids().begin(),
                                      setup.generation.sampling.stop_token_ids().end());
   if (!setup.generation.sampling.ignore_eos()) {

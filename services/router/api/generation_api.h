@@ -7,6 +7,8 @@
 
 #include "absl/synchronization/mutex.h"
 #include "admission/admission.h"
+#include "admission/tenant_limits.h"
+#include "api/auth.h"
 #include "dispatch/run_admitted.h"
 #include "api/openai_request.h"
 #include "router_metrics.h"
@@ -40,10 +42,12 @@ class GenerationApi {
     const RouterMetrics* metrics = nullptr;
     async::TaskGroup* jobs = nullptr;  // where admitted generations run
     const TrafficClassifier* traffic = nullptr;  // null: every request gets the workers' default
+    TenantLimits* limits = nullptr;  // per-key and per-tenant limits; null: none
   };
   GenerationApi(Options options, Deps deps);
 
-  http::HandlerResult Handle(const http::Request& request);
+  // `principal`: the authenticated caller (--api-keys-file); null when the router has no keys.
+  http::HandlerResult Handle(const http::Request& request, const Principal* principal = nullptr);
 
 
  private:

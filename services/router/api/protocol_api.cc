@@ -144,7 +144,8 @@ absl::StatusOr<ProtocolApi::Prepared> ProtocolApi::Prepare(recipe::Protocol prot
   return prepared;
 }
 
-http::HandlerResult ProtocolApi::Handle(recipe::Protocol protocol, const http::Request& http_request) {
+http::HandlerResult ProtocolApi::Handle(recipe::Protocol protocol, const http::Request& http_request,
+                                        const Principal* principal) {
   const auto arrived = std::chrono::steady_clock::now();
   const std::string path = EndpointPath(protocol);
   absl::StatusOr<std::string> traffic_class = std::string();
@@ -154,6 +155,10 @@ http::HandlerResult ProtocolApi::Handle(recipe::Protocol protocol, const http::R
                 recipe::ConversionFailure(400, "invalid_request_error",
                                           traffic_class.status().message(),
                                           "X-Tandem-Traffic-Class"));
+  }
+  if (principal != nullptr && !principal->traffic_class.empty() &&
+      !http_request.FindHeader("X-Tandem-Traffic-Class").has_value()) {
+    *traffic_class = principal->traffic_class;
   }
   absl::StatusOr<ordered_json> body = ParseBody(http_request.body);
   if (!body.ok()) return Fail(protocol, path, body.status());
@@ -165,10 +170,33 @@ http::HandlerResult ProtocolApi::Handle(recipe::Protocol protocol, const http::R
   absl::StatusOr<std::int64_t> max_tokens = recipe::ResolveMaxTokens(
       prepared->request, static_cast<std::int64_t>(prepared->prompt.size()), *max_context);
   if (!max_tokens.ok()) return Fail(protocol, path, max_tokens.status());
+  std::unique_ptr<TenantLimits::Lease> lease;
+  std::vector<http::Header> limit_headers;
+  if (principal != nullptr && deps_.limits != nullptr) {
+    TenantLimits::Grant grant = deps_.limits->Acquire(
+        principal->key_id, principal->key_limits, principal->tenant,
+        static_cast<std::int64_t>(prepared->prompt.size()) + *max_tokens);
+    limit_headers = protocol == recipe::Protocol::kMessages
+                        ? TenantLimits::AnthropicHeaders(grant.snapshot, absl::Now())
+                        : TenantLimits::OpenAiHeaders(grant.snapshot);
+    if (grant.lease == nullptr) {
+      absl::Status refusal = recipe::ConversionFailure(
+          429, "rate_limit_error", grant.refusal.message(), std::nullopt, "rate_limit_exceeded");
+      SetRetryAfter(&refusal, std::chrono::seconds(RetryAfterSeconds(grant.refusal)));
+      http::Response response = Fail(protocol, path, refusal);
+      for (http::Header& h : limit_headers) response.headers.push_back(std::move(h));
+      return response;
+    }
+    lease = std::move(grant.lease);
+  }
   auto canceller = std::make_shared<CallCanceller>();
   absl::Status refused;
   std::unique_ptr<AdmissionTicket> ticket = deps_.admission->Admit(canceller, &refused);
-  if (ticket == nullptr) return Fail(protocol, path, refused);
+  if (ticket == nullptr) {
+    http::Response response = Fail(protocol, path, refused);
+    for (http::Header& h : limit_headers) response.headers.push_back(std::move(h));
+    return response;
+  }
 
   const recipe::InferenceOptions& inference = prepared->request.inference;
   engine::SamplingParams sampling;
@@ -195,6 +223,8 @@ http::HandlerResult ProtocolApi::Handle(recipe::Protocol protocol, const http::R
   setup.metrics = deps_.metrics;
   setup.endpoint = path;
   setup.stream = prepared->request.stream;
+  setup.limits = std::move(lease);
+  setup.response_headers = std::move(limit_headers);
   std::vector<std::int32_t> stop_ids = sampling.stop_token_ids;
   if (!sampling.ignore_eos) stop_ids.push_back(deps_.tokenizer.tokenizer->eos_id());
   // Stop sequences are the parser's: they apply to answer text only, never to reasoning or markup.

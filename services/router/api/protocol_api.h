@@ -7,6 +7,8 @@
 
 #include "absl/synchronization/mutex.h"
 #include "admission/admission.h"
+#include "admission/tenant_limits.h"
+#include "api/auth.h"
 #include "api/chat_format.h"
 #include "dispatch/run_admitted.h"
 #include "api/generation_api.h"
@@ -42,11 +44,14 @@ class ProtocolApi {
     const RouterMetrics* metrics = nullptr;
     async::TaskGroup* jobs = nullptr;  // where admitted generations run
     const TrafficClassifier* traffic = nullptr;  // null: every request gets the workers' default
+    TenantLimits* limits = nullptr;  // per-key and per-tenant limits; null: none
   };
   // Fails when a DeepSeek format is asked of a tokenizer that is not a tokenizer.json BPE.
   static absl::StatusOr<std::unique_ptr<ProtocolApi>> Create(Options options, Deps deps);
 
-  http::HandlerResult Handle(recipe::Protocol protocol, const http::Request& request);
+  // `principal`: the authenticated caller (--api-keys-file); null when the router has no keys.
+  http::HandlerResult Handle(recipe::Protocol protocol, const http::Request& request,
+                             const Principal* principal = nullptr);
   http::HandlerResult CountTokens(const http::Request& request);
 
  private:

@@ -19,12 +19,20 @@ async::Task<void> RequestJob::Run(std::shared_ptr<RequestJob> job,
   job->channel_ = std::make_unique<ClientChannel>(std::move(responder), setup.canceller,
                                                   setup.metrics, setup.endpoint,
                                                   setup.sse_write_timeout, setup.run.executor);
+  job->channel_->AddHeaders(std::move(setup.response_headers));
   absl::StatusOr<GenerationOutcome> outcome = co_await RunAdmitted(
       setup.run, setup.ticket.get(), setup.generation, setup.canceller.get(), job.get());
   if (!job->decode_error_.ok()) outcome = job->decode_error_;
+  if (setup.limits != nullptr) {
+    const std::int64_t completion = outcome.ok()
+                                        ? static_cast<std::int64_t>(outcome->usage.completion_tokens())
+                                        : job->generated_tokens_;
+    setup.limits->Settle(static_cast<std::int64_t>(setup.generation.prompt_ids.size()) + completion);
+  }
   // The place in the admission queue is free before the tail of the answer is written.
   setup.ticket.reset();
   co_await job->Answer(std::move(outcome));
+  setup.limits.reset();  // the stream is over: its concurrency slot is free
 }
 
 async::Task<void> RequestJob::Answer(absl::StatusOr<GenerationOutcome> outcome) {
@@ -59,6 +67,7 @@ void RequestJob::WriteAll(std::vector<http::SseEvent> events) {
 
 bool RequestJob::OnTokens(std::span<const std::int32_t> ids) {
   latency_.Observe(ids.size());
+  generated_tokens_ += static_cast<std::int64_t>(ids.size());
   std::vector<http::SseEvent> events;
   absl::StatusOr<bool> more = format_->Push(ids, &events);
   if (!more.ok()) {

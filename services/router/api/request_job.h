@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "admission/admission.h"
+#include "admission/tenant_limits.h"
 #include "api/client_channel.h"
 #include "api/response_format.h"
 #include "api/token_latency.h"
@@ -32,6 +33,10 @@ struct JobSetup {
   std::string endpoint;  // metrics label
   bool stream = false;
   absl::Duration sse_write_timeout = absl::Seconds(30);
+  // The caller's hold on its per-key and per-tenant limits (--api-keys-file); null without.
+  // Settled with the tokens used when the generation ends, released once the answer is out.
+  std::unique_ptr<TenantLimits::Lease> limits;
+  std::vector<http::Header> response_headers;  // the rate-limit headers
 };
 
 // The one request path of every generation endpoint: waits for its turn, runs on workers
@@ -63,6 +68,7 @@ class RequestJob final : public TokenSink {
   TokenLatency latency_;
   std::unique_ptr<ClientChannel> channel_;
   absl::Status decode_error_;
+  std::int64_t generated_tokens_ = 0;  // as delivered, for settling the token limits
 };
 
 }  // namespace tandem::router
