@@ -3,11 +3,44 @@
 // each of the R x O results being exactly simd.h's canonical Dot() (same chunks, same tail, same
 // horizontal-sum tree), so a result never depends on the tile it was computed in. Each loaded
 // chunk of a weight row serves all R input rows.
+#include <algorithm>
 #include <cstdint>
 
 #include "simd.h"
 
 namespace tandem::kernels::cpu {
+
+// The horizontal sums of a tile's accumulators, each by simd.h's one tree.
+template <int R, int O>
+__attribute__((always_inline)) inline void StoreTile(const F32x16 (&acc)[R][O], float* out,
+                                                     std::int64_t out_stride) {
+  if constexpr (R * O >= 8 && R * O <= 16) {  // all at once: the same sums, fewer instructions
+    float sums[R * O];
+    HorizontalSums<R * O>(reinterpret_cast<const F32x16(&)[R * O]>(acc), sums);
+    for (int r = 0; r < R; ++r) {
+      for (int o = 0; o < O; ++o) out[r * out_stride + o] = sums[r * O + o];
+    }
+  } else {
+    for (int r = 0; r < R; ++r) {
+      for (int o = 0; o < O; ++o) out[r * out_stride + o] = HorizontalSum(acc[r][o]);
+    }
+  }
+}
+
+// acc[r][o] += x_r[k, k + n) * wv[o] for one chunk (n = kLanes: whole; less: the zero-padded
+// tail), each loaded input chunk serving all O weight chunks.
+template <int R, int O>
+__attribute__((always_inline)) inline void FmaRows(F32x16 (&acc)[R][O], const F32x16 (&wv)[O],
+                                                   const float* x, std::int64_t x_stride,
+                                                   std::int64_t k, int n) {
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    const F32x16 xv =
+        n == kLanes ? Load(x + r * x_stride + k) : LoadPartial(x + r * x_stride + k, n);
+#pragma GCC unroll 16
+    for (int o = 0; o < O; ++o) acc[r][o] = Fma(xv, wv[o], acc[r][o]);
+  }
+}
 
 // out[r * out_stride + o] = Dot(x + r * x_stride, w[o], n) for r < R, o < O. Row: a pointer or
 // a row handle of simd.h (F16Row, Fp8Row).
@@ -25,36 +58,57 @@ inline void DotTile(const float* x, std::int64_t x_stride, const Row* w, std::in
     F32x16 wv[O];
 #pragma GCC unroll 16
     for (int o = 0; o < O; ++o) wv[o] = LoadRow(w[o], k);
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const F32x16 xv = Load(x + r * x_stride + k);
-#pragma GCC unroll 16
-      for (int o = 0; o < O; ++o) acc[r][o] = Fma(xv, wv[o], acc[r][o]);
-    }
+    FmaRows<R, O>(acc, wv, x, x_stride, k, kLanes);
   }
   if (k < n) {
     const int rest = static_cast<int>(n - k);
     F32x16 wv[O];
 #pragma GCC unroll 16
     for (int o = 0; o < O; ++o) wv[o] = LoadRowPartial(w[o], k, rest);
+    FmaRows<R, O>(acc, wv, x, x_stride, k, rest);
+  }
+  StoreTile<R, O>(acc, out, out_stride);
+}
+
+// DotTile for FP8 rows: out[r * out_stride + o] = Dot(x_r, dequantised w[o]), the very sequence
+// DotTile runs on the float32 twin (chunk k's weights are fp8 * scale, one rounding, before its
+// FMA). Rows are walked one scale block (2^shift columns) at a time so that each row's scale is
+// loaded and broadcast once per block rather than per chunk. scale[o][b] covers columns
+// [b << shift, (b + 1) << shift) of row o.
+template <int R, int O>
+inline void DotTileFp8(const float* x, std::int64_t x_stride, const std::uint8_t* const* w,
+                       const float* const* scale, int shift, std::int64_t n, float* out,
+                       std::int64_t out_stride) {
+  F32x16 acc[R][O];
 #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const F32x16 xv = LoadPartial(x + r * x_stride + k, rest);
+  for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 16
-      for (int o = 0; o < O; ++o) acc[r][o] = Fma(xv, wv[o], acc[r][o]);
+    for (int o = 0; o < O; ++o) acc[r][o] = Zero();
+  }
+  const std::int64_t whole = n / kLanes * kLanes;
+  std::int64_t k = 0;
+  for (std::int64_t b = 0; k < whole; ++b) {
+    const std::int64_t end = std::min(whole, (b + 1) << shift);
+    F32x16 s[O];
+#pragma GCC unroll 16
+    for (int o = 0; o < O; ++o) s[o] = Splat(scale[o][b] * kFp8LoadFactor);
+    for (; k < end; k += kLanes) {
+      F32x16 wv[O];
+#pragma GCC unroll 16
+      for (int o = 0; o < O; ++o) wv[o] = Mul(LoadFp8(w[o] + k), s[o]);
+      FmaRows<R, O>(acc, wv, x, x_stride, k, kLanes);
     }
   }
-  if constexpr (R * O >= 8 && R * O <= 16) {  // all at once: the same sums, fewer instructions
-    float sums[R * O];
-    HorizontalSums<R * O>(reinterpret_cast<const F32x16(&)[R * O]>(acc), sums);
-    for (int r = 0; r < R; ++r) {
-      for (int o = 0; o < O; ++o) out[r * out_stride + o] = sums[r * O + o];
+  if (k < n) {
+    const int rest = static_cast<int>(n - k);
+    F32x16 wv[O];
+#pragma GCC unroll 16
+    for (int o = 0; o < O; ++o) {
+      wv[o] = Mul(LoadFp8Partial(w[o] + k, rest), Splat(scale[o][k >> shift] * kFp8LoadFactor));
     }
-  } else {
-    for (int r = 0; r < R; ++r) {
-      for (int o = 0; o < O; ++o) out[r * out_stride + o] = HorizontalSum(acc[r][o]);
-    }
+    FmaRows<R, O>(acc, wv, x, x_stride, k, rest);
   }
+  StoreTile<R, O>(acc, out, out_stride);
 }
 
 }  // namespace tandem::kernels::cpu

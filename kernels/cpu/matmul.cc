@@ -41,10 +41,9 @@ struct Fp8Rows {
   const std::uint8_t* base;
   std::int64_t in;
   BlockScales scales;
-  int shift;
-  Fp8Row operator()(std::int64_t o) const {
-    return {base + o * in, scales.data + ((o + scales.row0) / scales.block_rows) * scales.cols,
-            shift};
+  int shift;  // log2(scales.block_cols)
+  const float* ScaleRow(std::int64_t o) const {
+    return scales.data + ((o + scales.row0) / scales.block_rows) * scales.cols;
   }
 };
 
@@ -55,6 +54,17 @@ inline void Tile(const float* x, const Rows& w, std::int64_t o, std::int64_t in,
   decltype(w(0)) rows[O];
   for (int i = 0; i < O; ++i) rows[i] = w(o + i);
   DotTile<R, O>(x, in, rows, in, y, out);
+}
+template <int R, int O>
+inline void Tile(const float* x, const Fp8Rows& w, std::int64_t o, std::int64_t in, float* y,
+                 std::int64_t out) {
+  const std::uint8_t* rows[O];
+  const float* scales[O];
+  for (int i = 0; i < O; ++i) {
+    rows[i] = w.base + (o + i) * in;
+    scales[i] = w.ScaleRow(o + i);
+  }
+  DotTileFp8<R, O>(x, in, rows, scales, w.shift, in, y, out);
 }
 
 template <int O, typename Rows>

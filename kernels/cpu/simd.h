@@ -166,15 +166,15 @@ inline F32x16 LoadPartial(const std::uint16_t* p, int n) {
 inline F32x16 LoadF16(const std::uint16_t* p) {
   return HalvesToF32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
-// e4m3 as binary16 bits: the sign moves from bit 7 to bit 15, exponent and mantissa shift up by 7
-// into the low exponent bits of the half. The half's exponent bias (15) is 8 above e4m3's (7), so
-// the result is the e4m3 value / 256, exactly, subnormals included (vcvtph2ps widens those too);
-// kFp8LoadFactor puts the 256 back into the block scale (a power of two: no rounding).
+// e4m3 as binary16 bits: sign-extending the byte and shifting it left by 7 puts e4m3's sign at
+// bit 15 and its exponent and mantissa in the half's low exponent and high mantissa bits; a
+// negative byte's extension also sets bit 14, which the mask clears. The half's exponent bias
+// (15) is 8 above e4m3's (7), so the result is the e4m3 value / 256, exactly, subnormals included
+// (vcvtph2ps widens those too); kFp8LoadFactor puts the 256 back into the block scale (a power
+// of two: no rounding).
 inline F32x16 LoadFp8(const std::uint8_t* p) {
-  const __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  const __m256i sign = _mm256_slli_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x80)), 8);
-  const __m256i mag = _mm256_slli_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x7f)), 7);
-  return HalvesToF32(_mm256_or_si256(sign, mag));
+  const __m256i b = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return HalvesToF32(_mm256_and_si256(_mm256_slli_epi16(b, 7), _mm256_set1_epi16(-0x4001)));
 }
 inline constexpr float kFp8LoadFactor = 256.0f;
 #else
@@ -205,12 +205,6 @@ inline F32x16 LoadFp8Partial(const std::uint8_t* p, int n) {
 struct F16Row {
   const std::uint16_t* p;
 };
-// One FP8 row and its row of block scales (scale[k >> shift] covers column k).
-struct Fp8Row {
-  const std::uint8_t* p;
-  const float* scale;
-  int shift;
-};
 template <typename T>
 inline F32x16 LoadRow(const T* p, std::int64_t k) {
   return Load(p + k);
@@ -221,14 +215,6 @@ inline F32x16 LoadRowPartial(const T* p, std::int64_t k, int n) {
 }
 inline F32x16 LoadRow(F16Row r, std::int64_t k) { return LoadF16(r.p + k); }
 inline F32x16 LoadRowPartial(F16Row r, std::int64_t k, int n) { return LoadF16Partial(r.p + k, n); }
-// Dequantised as a float32 copy would be, fp8 * scale with one rounding, so an FP8 checkpoint
-// and its float32 twin give bit-identical products.
-inline F32x16 LoadRow(Fp8Row r, std::int64_t k) {
-  return Mul(LoadFp8(r.p + k), Splat(r.scale[k >> r.shift] * kFp8LoadFactor));
-}
-inline F32x16 LoadRowPartial(Fp8Row r, std::int64_t k, int n) {
-  return Mul(LoadFp8Partial(r.p + k, n), Splat(r.scale[k >> r.shift] * kFp8LoadFactor));
-}
 
 // The one horizontal-sum tree: lane i + lane i+8, then +4, +2, +1.
 inline float HorizontalSum(F32x16 a) {

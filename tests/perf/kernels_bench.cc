@@ -1,5 +1,5 @@
-// Kernel benchmarks: the fast CPU backend against the reference backend (MatMul f32/bf16 at
-// rows 1 and 16, paged GQA and MLA decode attention), and GEMV's achieved memory bandwidth against a plain stream
+// Kernel benchmarks: the fast CPU backend against the reference backend (MatMul f32/bf16/f16/fp8
+// at rows 1 and 16, paged GQA and MLA decode attention), and GEMV's achieved memory bandwidth against a plain stream
 // read and memcpy of the same size measured in the same run. Prints the ratios after the table.
 //
 //   build-x/tests/perf/tandem_kernels_bench [--benchmark_filter=...]
@@ -36,20 +36,54 @@ void Fill(float* p, std::size_t n, std::uint32_t seed) {
   }
 }
 
+constexpr DType kDtypes[] = {DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3};
+
+// Weights in the benchmarked dtype only (no float32 copy kept: 512 MiB of it would crowd the
+// machine). F16 and FP8 take random bit patterns of the same magnitudes as Fill's floats; FP8
+// carries DeepSeek's 128 x 128 block scales.
 struct Weights {
   std::vector<float> f32;
-  std::vector<std::uint16_t> bf16;
+  std::vector<std::uint16_t> u16;
+  std::vector<std::uint8_t> fp8;
+  std::vector<float> scales;
   WeightView view;
   Weights(std::int64_t rows, std::int64_t cols, DType dtype) {
-    f32.resize(rows * cols);
-    Fill(f32.data(), f32.size(), static_cast<std::uint32_t>(rows + cols));
-    if (dtype == DType::kBF16) {
-      bf16.resize(f32.size());
-      for (std::size_t i = 0; i < f32.size(); ++i) bf16[i] = kernels::F32ToBf16(f32[i]);
-      std::vector<float>().swap(f32);
-      view = {bf16.data(), dtype, rows, cols};
-    } else {
-      view = {f32.data(), dtype, rows, cols};
+    const std::size_t n = static_cast<std::size_t>(rows * cols);
+    std::uint32_t s = static_cast<std::uint32_t>(rows + cols) * 2654435761u + 1;
+    auto next = [&s] { return s = s * 1664525u + 1013904223u; };
+    switch (dtype) {
+      case DType::kF32:
+      case DType::kBF16:
+        f32.resize(n);
+        Fill(f32.data(), n, static_cast<std::uint32_t>(rows + cols));
+        if (dtype == DType::kF32) {
+          view = {f32.data(), dtype, rows, cols};
+          return;
+        }
+        u16.resize(n);
+        for (std::size_t i = 0; i < n; ++i) u16[i] = kernels::F32ToBf16(f32[i]);
+        std::vector<float>().swap(f32);
+        view = {u16.data(), dtype, rows, cols};
+        return;
+      case DType::kF16:
+        u16.resize(n);
+        for (std::uint16_t& h : u16) {  // sign, exponent 2^-10..2^-1, mantissa
+          const std::uint32_t u = next() >> 8;
+          h = static_cast<std::uint16_t>((u & 0x8000u) | ((5 + (u >> 16) % 10) << 10) | (u & 0x3ffu));
+        }
+        view = {u16.data(), dtype, rows, cols};
+        return;
+      case DType::kF8E4M3: {
+        fp8.resize(n);
+        for (std::uint8_t& b : fp8) {
+          b = static_cast<std::uint8_t>(next() >> 24);
+          if ((b & 0x7f) == 0x7f) b &= 0xfe;  // no NaN encodings
+        }
+        const std::int64_t sr = (rows + 127) / 128, sc = (cols + 127) / 128;
+        scales.assign(sr * sc, 1.0f / 448);
+        view = {fp8.data(), dtype, rows, cols, {scales.data(), sc, 128, 128}};
+        return;
+      }
     }
   }
 };
@@ -208,7 +242,7 @@ std::string GemvName(DType dtype, int threads) {
 std::string StreamName(int threads) { return "StreamRead/threads:" + std::to_string(threads); }
 
 void Register() {
-  for (DType dtype : {DType::kF32, DType::kBF16}) {
+  for (DType dtype : kDtypes) {
     for (const Shape& s : kShapes) {
       for (bool fast : {true, false}) {
         benchmark::RegisterBenchmark(MatMulName(fast, dtype, s).c_str(), MatMulBench, fast, dtype,
@@ -220,7 +254,7 @@ void Register() {
   }
   const std::size_t stream_bytes = kGemvOut * kGemvIn * sizeof(float);
   for (int threads : {1, HardwareThreads()}) {
-    for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (DType dtype : kDtypes) {
       benchmark::RegisterBenchmark(GemvName(dtype, threads).c_str(), MatMulBench, true, dtype, 1,
                                    kGemvOut, kGemvIn, threads)
           ->UseRealTime()
@@ -248,7 +282,7 @@ void Register() {
 void PrintSummary(const RecordingReporter& reporter) {
   const auto& results = reporter.results();
   std::printf("\n== fast vs reference (speedup = reference time / fast time) ==\n");
-  for (DType dtype : {DType::kF32, DType::kBF16}) {
+  for (DType dtype : kDtypes) {
     for (const Shape& s : kShapes) {
       const RunResult* f = Find(results, MatMulName(true, dtype, s));
       const RunResult* r = Find(results, MatMulName(false, dtype, s));
@@ -266,7 +300,8 @@ void PrintSummary(const RecordingReporter& reporter) {
                 (std::string(op) + "/ctx:2048").c_str(), f->real_time_us, r->real_time_us,
                 r->real_time_us / f->real_time_us);
   }
-  std::printf("\n== GEMV bandwidth (weight bytes read per second, 512 MiB f32 / 256 MiB bf16) ==\n");
+  std::printf("\n== GEMV bandwidth (weight bytes read per second: 512 MiB f32, 256 MiB bf16/f16, "
+              "128 MiB fp8; weights per second = bytes / element size) ==\n");
   if (const RunResult* copy = Find(results, "Memcpy/one_thread"); copy != nullptr) {
     std::printf("memcpy, one thread: %6.2f GB/s (bytes copied)\n", copy->bytes_per_second / 1e9);
   }
@@ -274,11 +309,13 @@ void PrintSummary(const RecordingReporter& reporter) {
     const RunResult* stream = Find(results, StreamName(threads));
     if (stream == nullptr) continue;
     std::printf("stream read, %d thread(s): %6.2f GB/s\n", threads, stream->bytes_per_second / 1e9);
-    for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (DType dtype : kDtypes) {
       const RunResult* g = Find(results, GemvName(dtype, threads));
       if (g == nullptr || stream->bytes_per_second <= 0) continue;
-      std::printf("  %-38s %6.2f GB/s = %.2f of stream read\n", GemvName(dtype, threads).c_str(),
-                  g->bytes_per_second / 1e9, g->bytes_per_second / stream->bytes_per_second);
+      std::printf("  %-42s %6.2f GB/s = %.2f of stream read, %6.2f G weights/s\n",
+                  GemvName(dtype, threads).c_str(), g->bytes_per_second / 1e9,
+                  g->bytes_per_second / stream->bytes_per_second,
+                  g->bytes_per_second / 1e9 / static_cast<double>(kernels::DTypeSize(dtype)));
     }
   }
 }
