@@ -1,3 +1,7 @@
 #include "router_app.h"
+#include "tandem/base/process.h"
 
-int main(int argc, char** argv) { return tandem::router::RunRouterMain(argc, argv); }
+int main(int argc, char** argv) {
+  tandem::base::ConfigureServingProcess();
+  return tandem::router::RunRouterMain(argc, argv);
+}
