@@ -89,9 +89,9 @@ inline void DotTileFp8(const float* x, std::int64_t x_stride, const std::uint8_t
   std::int64_t k = 0;
   for (std::int64_t b = 0; k < whole; ++b) {
     const std::int64_t end = std::min(whole, (b + 1) << shift);
-    F32x16 s[O];
+    Bcast s[O];
 #pragma GCC unroll 16
-    for (int o = 0; o < O; ++o) s[o] = Splat(scale[o][b] * kFp8LoadFactor);
+    for (int o = 0; o < O; ++o) s[o] = Broadcast(scale[o][b] * kFp8LoadFactor);
     for (; k < end; k += kLanes) {
       F32x16 wv[O];
 #pragma GCC unroll 16
@@ -104,7 +104,7 @@ inline void DotTileFp8(const float* x, std::int64_t x_stride, const std::uint8_t
     F32x16 wv[O];
 #pragma GCC unroll 16
     for (int o = 0; o < O; ++o) {
-      wv[o] = Mul(LoadFp8Partial(w[o] + k, rest), Splat(scale[o][k >> shift] * kFp8LoadFactor));
+      wv[o] = Mul(LoadFp8Partial(w[o] + k, rest), Broadcast(scale[o][k >> shift] * kFp8LoadFactor));
     }
     FmaRows<R, O>(acc, wv, x, x_stride, k, rest);
   }

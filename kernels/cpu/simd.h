@@ -53,6 +53,12 @@ inline void StorePartial(float* p, F32x16 a, int n) { _mm512_mask_storeu_ps(p, F
 inline F32x16 HalvesToF32(__m256i h) { return {_mm512_cvtph_ps(h)}; }
 inline F32x16 Fma(F32x16 a, F32x16 b, F32x16 c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
 inline F32x16 Mul(F32x16 a, F32x16 b) { return {_mm512_mul_ps(a.v, b.v)}; }
+// One float broadcast to every lane, held once (on AVX2 one ymm rather than the two of a Splat).
+struct Bcast {
+  __m512 v;
+};
+inline Bcast Broadcast(float a) { return {_mm512_set1_ps(a)}; }
+inline F32x16 Mul(F32x16 a, Bcast b) { return {_mm512_mul_ps(a.v, b.v)}; }
 inline F32x16 Add(F32x16 a, F32x16 b) { return {_mm512_add_ps(a.v, b.v)}; }
 inline void Halves(F32x16 a, __m256* lo, __m256* hi) {
   *lo = _mm512_castps512_ps256(a.v);
@@ -94,6 +100,11 @@ inline F32x16 Fma(F32x16 a, F32x16 b, F32x16 c) {
   return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
 }
 inline F32x16 Mul(F32x16 a, F32x16 b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
+struct Bcast {
+  __m256 v;
+};
+inline Bcast Broadcast(float a) { return {_mm256_set1_ps(a)}; }
+inline F32x16 Mul(F32x16 a, Bcast b) { return {_mm256_mul_ps(a.lo, b.v), _mm256_mul_ps(a.hi, b.v)}; }
 inline F32x16 Add(F32x16 a, F32x16 b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
 inline void Halves(F32x16 a, __m256* lo, __m256* hi) {
   *lo = a.lo;
@@ -143,6 +154,14 @@ inline F32x16 Fma(F32x16 a, F32x16 b, F32x16 c) {
 }
 inline F32x16 Mul(F32x16 a, F32x16 b) {
   for (int i = 0; i < kLanes; ++i) a.l[i] *= b.l[i];
+  return a;
+}
+struct Bcast {
+  float v;
+};
+inline Bcast Broadcast(float a) { return {a}; }
+inline F32x16 Mul(F32x16 a, Bcast b) {
+  for (float& x : a.l) x *= b.v;
   return a;
 }
 inline F32x16 Add(F32x16 a, F32x16 b) {

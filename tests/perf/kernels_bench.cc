@@ -239,6 +239,14 @@ std::string GemvName(DType dtype, int threads) {
          std::to_string(kGemvOut) + "x" + std::to_string(kGemvIn) + "/threads:" +
          std::to_string(threads);
 }
+// A GEMV whose weights stay in L2 (f32 1 MiB, fp8 256 KiB): what the kernel computes per second
+// when memory is not the limit, on one thread and by CPU time (so other load on a shared machine
+// distorts it less). GEMV is bandwidth-bound when this is well above the streamed rate.
+constexpr std::int64_t kCachedOut = 256, kCachedIn = 1024;
+std::string GemvCachedName(DType dtype) {
+  return std::string("GemvInCache/fast/") + std::string(kernels::DTypeName(dtype)) + "/" +
+         std::to_string(kCachedOut) + "x" + std::to_string(kCachedIn);
+}
 std::string StreamName(int threads) { return "StreamRead/threads:" + std::to_string(threads); }
 
 void Register() {
@@ -251,6 +259,11 @@ void Register() {
             ->Unit(benchmark::kMicrosecond);
       }
     }
+  }
+  for (DType dtype : kDtypes) {
+    benchmark::RegisterBenchmark(GemvCachedName(dtype).c_str(), MatMulBench, true, dtype, 1,
+                                 kCachedOut, kCachedIn, 1)
+        ->Unit(benchmark::kMicrosecond);
   }
   const std::size_t stream_bytes = kGemvOut * kGemvIn * sizeof(float);
   for (int threads : {1, HardwareThreads()}) {
@@ -302,6 +315,13 @@ void PrintSummary(const RecordingReporter& reporter) {
   }
   std::printf("\n== GEMV bandwidth (weight bytes read per second: 512 MiB f32, 256 MiB bf16/f16, "
               "128 MiB fp8; weights per second = bytes / element size) ==\n");
+  for (DType dtype : kDtypes) {
+    const RunResult* c = Find(results, GemvCachedName(dtype));
+    if (c == nullptr) continue;
+    std::printf("%-42s in L2, 1 thread, CPU time: %6.2f G weights/s\n",
+                GemvCachedName(dtype).c_str(),
+                c->bytes_per_second / 1e9 / static_cast<double>(kernels::DTypeSize(dtype)));
+  }
   if (const RunResult* copy = Find(results, "Memcpy/one_thread"); copy != nullptr) {
     std::printf("memcpy, one thread: %6.2f GB/s (bytes copied)\n", copy->bytes_per_second / 1e9);
   }
