@@ -68,6 +68,10 @@ int RunRouterMain(int argc, char** argv) {
   } else {
     std::cerr << "router: API keys from " << cfg.api_keys_file << " (SIGHUP re-reads it)\n";
   }
+  if (!cfg.tls.enabled()) {
+    std::cerr << "router: WARNING: no --tls-cert/--tls-key/--tls-ca: any process that reaches "
+                 "the control port can register as a worker and be sent prompts\n";
+  }
   if ((*server)->metrics_port() != 0) {
     std::cerr << "router metrics listening on port " << (*server)->metrics_port() << std::endl;
   }

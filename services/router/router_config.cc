@@ -93,6 +93,7 @@ void BindRouterFlags(config::FlagSet* f, RouterConfig* c) {
             "own address host:port for /metrics, /health and /ready (never authenticated; "
             "/metrics then leaves the public listener). Empty: they are on --http-listen",
             "TANDEM_ROUTER_METRICS_LISTEN");
+  security::BindTlsFlags(f, &c->tls, "TANDEM_ROUTER_");
 }
 
 std::string ServedModelName(const RouterConfig& config) {

@@ -6,6 +6,7 @@
 #include "absl/status/statusor.h"
 #include "tandem/config/flags.h"
 #include "tandem/config/service_main.h"
+#include "tandem/security/tls.h"
 
 namespace tandem::router {
 
@@ -39,6 +40,7 @@ struct RouterConfig {
   // Security (docs/security.md).
   std::string api_keys_file;   // JSON lines of hashed keys; empty: no authentication
   std::string metrics_listen;  // own listener for /metrics, /health, /ready; empty: on http-listen
+  security::TlsConfig tls;     // mutual TLS of the control plane (--tls-*)
 };
 
 // Binds every field to a flag with a TANDEM_ROUTER_* environment fallback.

@@ -45,13 +45,15 @@ absl::Status RouterServer::Init() {
   TANDEM_ASSIGN_OR_RETURN(HostPort http_addr, ParseHostPort("http-listen", cfg.http_listen));
   TANDEM_ASSIGN_OR_RETURN(HostPort control_addr, ParseHostPort("control-listen", cfg.control_listen));
   TANDEM_ASSIGN_OR_RETURN(metrics_, RouterMetrics::Create(&metrics_registry_));
+  TANDEM_RETURN_IF_ERROR(security::ValidateTls(cfg.tls));
 
   registry_ = std::make_unique<WorkerRegistry>(WorkerRegistry::Options{
       .kv_block_size = cfg.kv_block_size,
       .kv_hash_scheme = cfg.kv_hash_scheme,
       .lease_ms = cfg.worker_lease_ms,
       .now = options_.now,
-      .metrics = &metrics_});
+      .metrics = &metrics_,
+      .tls = cfg.tls});
   if (cfg.routing_index_blocks < 1) {
     return absl::InvalidArgumentError("--routing-index-blocks must be >= 1");
   }
@@ -125,7 +127,7 @@ absl::Status RouterServer::Init() {
 
   control_service_ = std::make_unique<ControlService>(registry_.get(), prefix_router_.get());
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(cfg.control_listen, grpc::InsecureServerCredentials(), &control_port_);
+  builder.AddListeningPort(cfg.control_listen, security::ServerCredentials(cfg.tls), &control_port_);
   builder.RegisterService(control_service_.get());
   control_server_ = builder.BuildAndStart();
   if (control_server_ == nullptr || control_port_ == 0) {

@@ -123,7 +123,7 @@ void RouterFanout::Sync(const std::set<std::string>& addresses) {
       std::lock_guard<std::mutex> lock(mu_);
       popts.initial_device_blocks.assign(device_.begin(), device_.end());
       peer->publisher = std::make_unique<KvEventPublisher>(
-          grpc::CreateChannel(address, grpc::InsecureChannelCredentials()), popts, options_.store);
+          security::CreateChannel(address, options_.tls), popts, options_.store);
       peers_[address] = peer;
     });
     RouterLink::KvSync sync;
@@ -131,7 +131,7 @@ void RouterFanout::Sync(const std::set<std::string>& addresses) {
     sync.last_event_seq = [publisher] { return publisher->last_sent_seq(); };
     sync.resend_snapshot = [publisher] { publisher->RequestSnapshot(); };
     auto link = std::make_unique<RouterLink>(address, options_.info, options_.heartbeat_ms,
-                                             options_.load, std::move(sync));
+                                             options_.load, std::move(sync), options_.tls);
     std::lock_guard<std::mutex> lock(mu_);
     peer->link = std::move(link);
   }

@@ -29,6 +29,7 @@ struct RouterFanoutOptions {
   RouterLink::LoadFn load;
   KvEventPublisherOptions publisher;  // worker id and incarnation; copied per router
   kv::TieredKvStore* store = nullptr;  // may be null (no lower tiers)
+  security::TlsConfig tls;  // how routers are dialled (mutual TLS when configured)
   // Tests: replaces DNS (returns the addresses to join now).
   std::function<std::set<std::string>()> resolve;
 };

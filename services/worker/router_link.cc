@@ -8,14 +8,14 @@
 namespace tandem::worker {
 
 RouterLink::RouterLink(std::string router_address, v1::WorkerInfo info, int heartbeat_ms,
-                       LoadFn load, KvSync kv_sync)
+                       LoadFn load, KvSync kv_sync, const security::TlsConfig& tls)
     : router_address_(std::move(router_address)),
       info_(std::move(info)),
       heartbeat_ms_(heartbeat_ms),
       load_(std::move(load)),
       kv_sync_(std::move(kv_sync)),
       stub_(v1::RouterControl::NewStub(
-          grpc::CreateChannel(router_address_, grpc::InsecureChannelCredentials()))),
+          security::CreateChannel(router_address_, tls))),
       thread_([this] { Run(); }) {}
 
 RouterLink::~RouterLink() { Stop(); }

@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "tandem/security/tls.h"
 #include "tandem/v1/router_control.grpc.pb.h"
 
 namespace tandem::worker {
@@ -24,8 +25,9 @@ class RouterLink {
     // The router lost track of our KV events (it said so, or we registered anew).
     std::function<void()> resend_snapshot;
   };
+  // `tls`: how the router is dialled (mutual TLS when configured; default: plaintext).
   RouterLink(std::string router_address, v1::WorkerInfo info, int heartbeat_ms, LoadFn load,
-             KvSync kv_sync = {});
+             KvSync kv_sync = {}, const security::TlsConfig& tls = {});
   ~RouterLink();
 
   bool registered() const { return registered_.load(); }

@@ -68,6 +68,15 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
     std::cerr << "error: --model (or TANDEM_MODEL) is required\n";
     return 2;
   }
+  if (absl::Status tls = security::ValidateTls(cfg.tls); !tls.ok()) {
+    std::cerr << "error: " << tls.message() << "\n";
+    return 2;
+  }
+  if (!cfg.tls.enabled()) {
+    std::cerr << "worker: WARNING: no --tls-cert/--tls-key/--tls-ca: the control plane (this "
+                 "worker's gRPC service and its calls to routers) is plaintext and "
+                 "unauthenticated\n";
+  }
 
   config::StopSignals stop;  // before any thread starts
 
@@ -147,7 +156,7 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
   WorkerService service(cfg, &loop, receiver.get(), sender.get());
   grpc::ServerBuilder builder;
   int bound_port = 0;
-  builder.AddListeningPort(cfg.listen, grpc::InsecureServerCredentials(), &bound_port);
+  builder.AddListeningPort(cfg.listen, security::ServerCredentials(cfg.tls), &bound_port);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || bound_port == 0) return Fail(absl::StrCat("cannot listen on ", cfg.listen));
@@ -171,6 +180,7 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
     RouterFanoutOptions ropts;
     ropts.routers = cfg.router;
     ropts.heartbeat_ms = cfg.heartbeat_ms;
+    ropts.tls = cfg.tls;
     ropts.info = info;
     ropts.load = [&service] { return service.CurrentLoad(); };
     ropts.publisher.worker_id = cfg.worker_id;

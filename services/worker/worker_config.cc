@@ -46,6 +46,7 @@ void BindWorkerFlags(config::FlagSet* f, WorkerConfig* c) {
          "exiting (keep it below the orchestrator's grace period)",
          "TANDEM_DRAIN_TIMEOUT_MS");
   BindKvTierFlags(f, &c->kv_tiers);
+  security::BindTlsFlags(f, &c->tls, "TANDEM_");
 }
 
 }  // namespace tandem::worker

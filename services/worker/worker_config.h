@@ -5,6 +5,7 @@
 
 #include "kv_tiers.h"
 #include "tandem/config/flags.h"
+#include "tandem/security/tls.h"
 #include "tandem/v1/common.pb.h"
 
 namespace tandem::worker {
@@ -34,6 +35,7 @@ struct WorkerConfig {
   // 25 s fits Kubernetes' default 30 s termination grace period with room to deregister.
   int drain_timeout_ms = 25000;
   KvTierConfig kv_tiers;             // host/disk tiers below the device pool (--kv-*)
+  security::TlsConfig tls;           // mutual TLS of the control plane (--tls-*)
 };
 
 // Binds every field to a flag with a TANDEM_* environment fallback.

@@ -5,9 +5,11 @@
 #include <openssl/x509.h>
 
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/tls_certificate_provider.h"
 #include "grpcpp/security/tls_credentials_options.h"
@@ -39,9 +41,21 @@ std::unique_ptr<BIO, BioDeleter> Bio(const std::string& pem) {
   return std::unique_ptr<BIO, BioDeleter>(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
 }
 
+// One file watcher per set of files for the whole process (each has a thread that re-reads the
+// files): the router dials every worker with the same one. Loaded once when made, so the first
+// handshake already has the certificates.
 std::shared_ptr<grpc::experimental::CertificateProviderInterface> Provider(const TlsConfig& c) {
-  return std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
-      c.key_file, c.cert_file, c.ca_file, kRefreshSeconds);
+  static absl::Mutex mu(absl::kConstInit);
+  static auto* providers = new std::map<
+      std::string, std::shared_ptr<grpc::experimental::CertificateProviderInterface>>();
+  const std::string id = absl::StrCat(c.cert_file, "\n", c.key_file, "\n", c.ca_file);
+  absl::MutexLock lock(&mu);
+  auto& provider = (*providers)[id];
+  if (provider == nullptr) {
+    provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+        c.key_file, c.cert_file, c.ca_file, kRefreshSeconds);
+  }
+  return provider;
 }
 
 }  // namespace
@@ -114,6 +128,24 @@ grpc::ChannelArguments ChannelArguments(const TlsConfig& c) {
 
 std::shared_ptr<grpc::Channel> CreateChannel(const std::string& address, const TlsConfig& c) {
   return grpc::CreateCustomChannel(address, ChannelCredentials(c), ChannelArguments(c));
+}
+
+void BindTlsFlags(config::FlagSet* f, TlsConfig* tls, const std::string& env_prefix) {
+  f->String("tls-cert", &tls->cert_file,
+            "PEM certificate of this process for the control plane (mutual TLS with --tls-key and "
+            "--tls-ca: every gRPC server then requires a client certificate the CA signed, every "
+            "channel presents this one). Re-read when the file changes",
+            env_prefix + "TLS_CERT");
+  f->String("tls-key", &tls->key_file, "PEM private key of --tls-cert", env_prefix + "TLS_KEY");
+  f->String("tls-ca", &tls->ca_file, "PEM CA bundle peers' certificates must chain to",
+            env_prefix + "TLS_CA");
+  f->Bool("tls-required", &tls->required,
+          "refuse to start without --tls-cert, --tls-key and --tls-ca (no plaintext control plane)",
+          env_prefix + "TLS_REQUIRED");
+  f->String("tls-server-name", &tls->server_name,
+            "name the servers this process dials must have in their certificates (default: the "
+            "host dialled); lets one certificate name serve pods with changing addresses",
+            env_prefix + "TLS_SERVER_NAME");
 }
 
 }  // namespace tandem::security

@@ -106,7 +106,7 @@ absl::StatusOr<v1::RegisterWorkerResponse> WorkerRegistry::Register(
     DetachMetricsLocked(old, /*remove_series=*/old.role() != role);
   }
   if (channel == nullptr) {
-    channel = grpc::CreateChannel(info.grpc_endpoint(), grpc::InsecureChannelCredentials());
+    channel = security::CreateChannel(info.grpc_endpoint(), options_.tls);
   }
   auto entry = std::make_shared<WorkerEntry>(info, std::move(channel));
   entry->last_seen_ = options_.now();

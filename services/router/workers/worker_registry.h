@@ -16,6 +16,7 @@
 #include "async/task.h"
 #include "dispatch/call_canceller.h"
 #include "router_metrics.h"
+#include "tandem/security/tls.h"
 #include "tandem/routing/types.h"
 #include "tandem/v1/router_control.pb.h"
 #include "tandem/v1/worker.grpc.pb.h"
@@ -125,6 +126,7 @@ class WorkerRegistry {
     int forget_after_ms = 0;
     SteadyNow now = [] { return std::chrono::steady_clock::now(); };
     const RouterMetrics* metrics = nullptr;  // optional
+    security::TlsConfig tls;  // how the router dials workers (mutual TLS when configured)
   };
   static constexpr int kForgetAfterLeases = 10;
   explicit WorkerRegistry(Options options);

@@ -7,6 +7,7 @@
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "tandem/config/flags.h"
 
 namespace tandem::security {
 
@@ -28,6 +29,10 @@ struct TlsConfig {
 // All three files or none; readable PEM; the key matches the certificate; `required` has files.
 // `flag_prefix` names the flags in errors ("--tls").
 absl::Status ValidateTls(const TlsConfig& config, const std::string& flag_prefix = "--tls");
+
+// --tls-cert, --tls-key, --tls-ca, --tls-required, --tls-server-name, each with the variable
+// `env_prefix` + TLS_CERT, ...: the same flags on the router and every worker.
+void BindTlsFlags(config::FlagSet* flags, TlsConfig* tls, const std::string& env_prefix);
 
 // Insecure credentials when TLS is off.
 std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const TlsConfig& config);
