@@ -11,7 +11,9 @@ dtype, one engine at a time. Prints tokens/s and the ratios tandem/peer. Not a t
 Per dtype: tools/llama_checkpoint/make_random_llama.py writes the checkpoint in that dtype
 (cached under $PEERS/models), to_gguf.py converts it with the converter of the same llama.cpp
 sources, `llama-bench -p 512 -n 128 -t THREADS` and `tandem_llama_bench DIR THREADS 512 128`
-measure it. tandem loads F32 and BF16 safetensors; for another dtype its column says why not.
+measure it, alternating --rounds times; each figure is the best run (the least disturbed one on
+a shared machine; llama-bench's own samples are used for its side). tandem loads F32 and BF16
+safetensors; for another dtype its column says why not.
 vLLM (--vllm): its offline engine, pp = one 512-token prompt with max_tokens 1, tg = 128 tokens
 from a one-token prompt, timed around LLM.generate (so they include its scheduling).
 """
@@ -85,7 +87,7 @@ def llama_bench(path, threads, repeats):
         return None, r.stderr.strip().splitlines()[-1:]
     res = {}
     for t in json.loads(r.stdout):
-        res["pp" if t["n_prompt"] > 0 else "tg"] = t["avg_ts"]
+        res["pp" if t["n_prompt"] > 0 else "tg"] = max(t["samples_ts"])
     return res, None
 
 
@@ -96,7 +98,7 @@ def tandem_bench(build, model_dir, threads, repeats):
         return None, (r.stderr.strip() or r.stdout.strip()).splitlines()[-1]
     res = {}
     for line in r.stdout.splitlines():
-        m = re.match(r"(pp|tg)\d+\s+([\d.]+) t/s", line)
+        m = re.match(r"(pp|tg)\d+\s+[\d.]+ t/s .* best ([\d.]+)", line)
         if m:
             res[m.group(1)] = float(m.group(2))
     return res, None
@@ -127,6 +129,8 @@ def main():
     ap.add_argument("--dtypes", nargs="+", default=["bf16", "f16", "f32"])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="engines alternate this many times per dtype; the best run counts")
     ap.add_argument("--vllm", action="store_true", help="also vLLM's offline engine (slow start)")
     a = ap.parse_args()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -135,8 +139,13 @@ def main():
     for dtype in a.dtypes:
         model_dir = checkpoint(dtype)
         g = gguf(model_dir, dtype)
-        lc, lc_err = llama_bench(g, a.threads, a.repeats)
-        td, td_err = tandem_bench(a.build_dir, model_dir, a.threads, a.repeats)
+        lc, td, lc_err, td_err = {}, {}, None, None
+        for _ in range(a.rounds):  # alternating, so a burst of load hits both engines alike
+            l1, lc_err = llama_bench(g, a.threads, a.repeats)
+            t1, td_err = tandem_bench(a.build_dir, model_dir, a.threads, a.repeats)
+            for best, new in ((lc, l1), (td, t1)):
+                for k, x in (new or {}).items():
+                    best[k] = max(best.get(k, 0), x)
         vl, vl_err = vllm_bench(model_dir, dtype, a.threads, a.repeats) if a.vllm else (None, None)
         for name, err in (("llama.cpp", lc_err), ("tandem", td_err), ("vLLM", vl_err)):
             if err:
@@ -151,7 +160,7 @@ def main():
           f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (1/5/15 min) at start, "
           f"{os.getloadavg()[0]:.2f} at end")
     print(f"{'dtype':5} {'test':6} {'tandem':>8} {'llama.cpp':>9} {'vLLM':>8} "
-          f"{'t/llama':>8} {'t/vLLM':>8}   (tokens/s)")
+          f"{'t/llama':>8} {'t/vLLM':>8}   (tokens/s, best of {a.rounds} x {a.repeats} runs)")
     for dtype, test, t, l, v, rl, rv in rows:
         print(f"{dtype:5} {test:6} {fmt(t)} {fmt(l):>9} {fmt(v)} "
               f"{(f'{rl:8.2f}' if rl else f'{chr(45):>8}')} {(f'{rv:8.2f}' if rv else f'{chr(45):>8}')}")

@@ -108,6 +108,9 @@ def start_tandem(a, model, log_dir):
 
 def start_vllm(a, model, log_dir):
     s = Server("vllm", log_dir)
+    if a.vllm_url:  # its start-up (compiling its kernels) takes minutes on 2 cores
+        wait_ready(a.vllm_url + "/health", [], 10)
+        return s, a.vllm_url, model.name
     port = free_port()
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1",
                VLLM_CPU_OMP_THREADS_BIND=f"0-{a.threads - 1}", VLLM_CPU_NUM_OF_RESERVED_CPU="0",
@@ -132,10 +135,10 @@ def aiperf(url, name, model, concurrency, requests, out_dir):
            "--request-timeout-seconds", 1800, "--output-artifact-dir", out_dir]
     print("$ " + " ".join(str(c) for c in cmd), flush=True)
     r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=3600)
-    found = list(Path(out_dir).rglob("*aiperf.json"))
-    if r.returncode != 0 or not found:
+    found = Path(out_dir) / "phases" / "profiling" / "profile_export_aiperf.json"  # not warm-up's
+    if r.returncode != 0 or not found.exists():
         raise RuntimeError(f"aiperf failed ({r.returncode}): {(r.stderr or r.stdout)[-2000:]}")
-    m = json.loads(found[0].read_text())
+    m = json.loads(found.read_text())
     metrics = m.get("records", m)
 
     def get(key, stat):
@@ -159,6 +162,8 @@ def main():
     ap.add_argument("--requests-per-concurrency", type=float, default=2.0,
                     help="requests per level = max(4, this x concurrency)")
     ap.add_argument("--only", choices=["tandem", "vllm"])
+    ap.add_argument("--vllm-url", help="a vLLM server already serving the checkpoint (started as "
+                    "start_vllm does, --served-model-name the checkpoint's folder name)")
     ap.add_argument("--keep", action="store_true", help="keep logs and aiperf artifacts")
     a = ap.parse_args()
     model = checkpoint(a.dtype)
