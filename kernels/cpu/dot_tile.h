@@ -5,6 +5,7 @@
 // chunk of a weight row serves all R input rows.
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "simd.h"
 
@@ -42,6 +43,11 @@ __attribute__((always_inline)) inline void FmaRows(F32x16 (&acc)[R][O], const F3
   }
 }
 
+// Narrow weight rows are prefetched (simd.h, PrefetchRow); float32 rows (weights, attention's
+// keys) are left to the hardware prefetchers.
+template <typename Row>
+inline constexpr bool kPrefetch = !std::is_same_v<Row, const float*>;
+
 // out[r * out_stride + o] = Dot(x + r * x_stride, w[o], n) for r < R, o < O. Row: a pointer or
 // a row handle of simd.h (F16Row, Fp8Row).
 template <int R, int O, typename Row>
@@ -57,7 +63,10 @@ inline void DotTile(const float* x, std::int64_t x_stride, const Row* w, std::in
   for (; k + kLanes <= n; k += kLanes) {
     F32x16 wv[O];
 #pragma GCC unroll 16
-    for (int o = 0; o < O; ++o) wv[o] = LoadRow(w[o], k);
+    for (int o = 0; o < O; ++o) {
+      if constexpr (kPrefetch<Row>) PrefetchRow(w[o], k);
+      wv[o] = LoadRow(w[o], k);
+    }
     FmaRows<R, O>(acc, wv, x, x_stride, k, kLanes);
   }
   if (k < n) {
@@ -95,7 +104,10 @@ inline void DotTileFp8(const float* x, std::int64_t x_stride, const std::uint8_t
     for (; k < end; k += kLanes) {
       F32x16 wv[O];
 #pragma GCC unroll 16
-      for (int o = 0; o < O; ++o) wv[o] = Mul(LoadFp8(w[o] + k), s[o]);
+      for (int o = 0; o < O; ++o) {
+        PrefetchRow(w[o], k);
+        wv[o] = Mul(LoadFp8(w[o] + k), s[o]);
+      }
       FmaRows<R, O>(acc, wv, x, x_stride, k, kLanes);
     }
   }

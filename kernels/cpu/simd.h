@@ -233,6 +233,16 @@ inline F32x16 LoadRowPartial(const T* p, std::int64_t k, int n) {
   return LoadPartial(p + k, n);
 }
 inline F32x16 LoadRow(F16Row r, std::int64_t k) { return LoadF16(r.p + k); }
+// Software prefetch this far ahead in each weight row. The hardware prefetchers keep up with a
+// float32 row (one new line per chunk), but narrower rows start a line only every 2 (16-bit) or
+// 4 (FP8) chunks, and a GEMV streaming 8 of them then leaves memory idle; measured on the dev
+// machine, FP8 GEMV went from about 0.5 to 0.7 of a plain stream read with it.
+inline constexpr int kPrefetchBytes = 1024;
+template <typename T>
+inline void PrefetchRow(const T* p, std::int64_t k) {
+  __builtin_prefetch(reinterpret_cast<const char*>(p + k) + kPrefetchBytes);
+}
+inline void PrefetchRow(F16Row r, std::int64_t k) { PrefetchRow(r.p, k); }
 inline F32x16 LoadRowPartial(F16Row r, std::int64_t k, int n) { return LoadF16Partial(r.p + k, n); }
 
 // The one horizontal-sum tree: lane i + lane i+8, then +4, +2, +1.
