@@ -69,6 +69,11 @@ absl::StatusOr<RouterMetrics> RouterMetrics::Create(metrics::Registry* r) {
       Unlabelled(r->AddCounter("tandem_router_migration_failures_total",
                                "Generations that failed because workers were lost more than "
                                "--max-migrations times.")));
+  TANDEM_ASSIGN_OR_RETURN(
+      m.drain_refusals,
+      Unlabelled(r->AddCounter("tandem_router_drain_refusals_total",
+                               "Attempts a worker refused because it had begun draining before "
+                               "the router heard; each was placed on another worker.")));
   TANDEM_ASSIGN_OR_RETURN(m.active_streams,
                           Unlabelled(r->AddGauge("tandem_router_active_streams",
                                                  "Open server-sent-event responses.")));

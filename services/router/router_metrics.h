@@ -26,6 +26,7 @@ struct RouterMetrics {
   metrics::Counter* migrations = nullptr;          // generations resumed on other workers
   metrics::Counter* migrated_tokens = nullptr;     // tokens they resumed after
   metrics::Counter* migration_failures = nullptr;  // lost past --max-migrations
+  metrics::Counter* drain_refusals = nullptr;      // placed again: the worker had begun draining
   metrics::Gauge* active_streams = nullptr;   // open SSE responses
   metrics::Family<metrics::Gauge>* worker_load = nullptr;  // {worker, role}
   metrics::Family<metrics::Gauge>* worker_up = nullptr;    // {worker, role}

@@ -61,6 +61,10 @@ class KvReceiver {
   // So the blocks stay quarantined until every flag shows the abandoned handoff's value (the
   // sender wrote its last byte; flags go after a fence) or the lease ends (the sender's
   // transfer deadline is the lease, too).
+  //
+  // A Cancel can overtake the ReserveKv it cancels (the router cut the call in flight): an unknown
+  // id is remembered for a while, and a reservation that arrives under it afterwards is refused,
+  // instead of holding its blocks and a place until its lease runs out.
   void Abandon(const std::string& request_id);
 
   KvReceiverStats stats() const;
@@ -96,6 +100,8 @@ class KvReceiver {
   bool stopping_ = false;
   absl::flat_hash_map<std::string, Handoff> handoffs_;  // by handoff id
   absl::flat_hash_map<std::string, std::string> by_request_;  // request id -> handoff id
+  // Ids cancelled before any reservation existed, until when a late ReserveKv is refused.
+  absl::flat_hash_map<std::string, std::chrono::steady_clock::time_point> cancelled_early_;
   std::uint64_t next_handoff_ = 1;
   std::int64_t expired_total_ = 0;
   std::int64_t completed_total_ = 0;

@@ -8,6 +8,11 @@ namespace tandem::worker {
 
 using Clock = std::chrono::steady_clock;
 
+// Long enough for any in-flight ReserveKv to arrive; bounded so that Cancels of ids that never
+// reserve (most of them) cost nothing lasting.
+constexpr std::chrono::seconds kCancelledEarlyTtl{30};
+constexpr std::size_t kMaxCancelledEarly = 1 << 16;
+
 std::uint64_t HandoffFlagValue(const std::string& handoff_id) {
   const auto* bytes = reinterpret_cast<const std::uint8_t*>(handoff_id.data());
   // Never 0: 0 is what a flag holds before its block arrives.
@@ -75,6 +80,7 @@ absl::StatusOr<v1::KvTarget> KvReceiver::Reserve(const std::string& request_id, 
     if (by_request_.contains(request_id)) {
       return absl::AlreadyExistsError(absl::StrCat("request ", request_id, " already holds KV"));
     }
+
   }
   std::vector<std::int32_t> blocks;
   // The reservation also holds the request's place in the engine: once the prefill has sent the
@@ -89,15 +95,32 @@ absl::StatusOr<v1::KvTarget> KvReceiver::Reserve(const std::string& request_id, 
 
   v1::KvTarget target;
   std::string handoff_id;
+  bool cancelled_early = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    handoff_id = absl::StrCat(worker_id_, "/", next_handoff_++);
-    const std::uint64_t flag_value = HandoffFlagValue(handoff_id);
-    // Reset before publishing the addresses: the flag must not hold a value from the last user.
-    for (std::int32_t b : blocks) std::atomic_ref<std::uint64_t>(flags_[b]).store(0);
-    Handoff h{request_id, blocks, flag_value, Clock::now() + lease, false};
-    handoffs_.emplace(handoff_id, std::move(h));
-    by_request_.emplace(request_id, handoff_id);
+    // Checked where the reservation is published, so a Cancel arriving at any point before is
+    // seen either here or by Abandon.
+    if (auto c = cancelled_early_.find(request_id); c != cancelled_early_.end()) {
+      cancelled_early = Clock::now() < c->second;
+      cancelled_early_.erase(c);
+    }
+    if (!cancelled_early) {
+      handoff_id = absl::StrCat(worker_id_, "/", next_handoff_++);
+      const std::uint64_t flag_value = HandoffFlagValue(handoff_id);
+      // Reset before publishing the addresses: the flag must not hold a value from the last user.
+      for (std::int32_t b : blocks) std::atomic_ref<std::uint64_t>(flags_[b]).store(0);
+      Handoff h{request_id, blocks, flag_value, Clock::now() + lease, false};
+      handoffs_.emplace(handoff_id, std::move(h));
+      by_request_.emplace(request_id, handoff_id);
+    }
+  }
+  if (cancelled_early) {
+    loop_->ReleasePlace();
+    ReleaseBlocks(std::move(blocks));
+    // Aborted, not Cancelled: a router still waiting for this call (none should be) retries the
+    // request elsewhere instead of taking the worker for gone.
+    return absl::AbortedError(
+        absl::StrCat("request ", request_id, " was cancelled before its reservation arrived"));
   }
   open_cv_.notify_all();
   const std::uint64_t block_bytes = storage_.block_floats() * sizeof(float);
@@ -194,7 +217,12 @@ void KvReceiver::Abandon(const std::string& request_id) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto r = by_request_.find(request_id);
-    if (r == by_request_.end()) return;
+    if (r == by_request_.end()) {
+      if (cancelled_early_.size() < kMaxCancelledEarly) {
+        cancelled_early_[request_id] = Clock::now() + kCancelledEarlyTtl;
+      }
+      return;
+    }
     auto it = handoffs_.find(r->second);
     if (it == handoffs_.end() || it->second.committing) return;
     // The request id is free again at once (a retry may reserve under it).
@@ -226,6 +254,7 @@ void KvReceiver::Sweep() {
       std::unique_lock<std::mutex> lock(mu_);
       if (stop_cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return stopping_; })) return;
       const auto now = Clock::now();
+      absl::erase_if(cancelled_early_, [&](const auto& c) { return c.second <= now; });
       for (auto it = handoffs_.begin(); it != handoffs_.end();) {
         Handoff& h = it->second;
         if (h.abandoned && (AllFlagsSet(h) || now > h.deadline)) {

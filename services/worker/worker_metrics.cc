@@ -87,7 +87,11 @@ absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(const std::
       {&m->prefill_busy_seconds_, "tandem_worker_prefill_busy_seconds_total",
        "Wall time of engine steps that computed prompt tokens."},
       {&m->requests_while_draining_, "tandem_worker_requests_while_draining_total",
-       "New requests that arrived after the drain began (a router that had not heard yet)."},
+       "New requests accepted after the drain began (zero: they are refused and placed "
+       "elsewhere)."},
+      {&m->drain_refusals_, "tandem_worker_drain_refusals_total",
+       "New requests refused because the drain had begun (a router that had not heard yet "
+       "places them on another worker)."},
   };
   for (const CounterSpec& c : counters) {
     auto child = Child(r.AddCounter(c.name, c.help, names), labels);
@@ -284,6 +288,7 @@ std::string WorkerMetrics::Scrape(serving::EngineLoop& loop, const WorkerService
   routers_registered_->Set(status.routers_registered);
   rpcs_in_flight_->Set(service.rpcs_in_flight());
   requests_while_draining_.Sync(static_cast<double>(service.requests_while_draining_total()));
+  drain_refusals_.Sync(static_cast<double>(service.drain_refusals_total()));
   if (receiver != nullptr) {
     const KvReceiverStats s = receiver->stats();
     kv_reserved_blocks_->Set(s.reserved_blocks);

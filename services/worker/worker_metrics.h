@@ -77,6 +77,7 @@ class WorkerMetrics {
   CounterSource prefill_tokens_;
   CounterSource prefill_busy_seconds_;
   CounterSource requests_while_draining_;
+  CounterSource drain_refusals_;
   // Speed over the busy time between two scrapes; kept while idle (a capacity, not a load).
   std::int64_t speed_last_tokens_ = 0;
   double speed_last_busy_ = 0;

@@ -37,6 +37,15 @@ absl::Status ValidateCommon(const v1::ApiVersion& version, const std::string& re
 
 }  // namespace
 
+bool WorkerService::RefuseIfDraining(grpc::ServerContextBase* context, grpc::Status* refusal) {
+  if (!draining_.load()) return false;
+  drain_refusals_.fetch_add(1);
+  context->AddTrailingMetadata(rpc::kDrainingTrailer, "1");
+  *refusal = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          "worker is draining: new work goes to another worker");
+  return true;
+}
+
 void WorkerService::CountIfDraining() {
   if (draining_.load()) requests_while_draining_.fetch_add(1);
 }
@@ -70,9 +79,11 @@ v1::WorkerLoad WorkerService::CurrentLoad() const {
   return out;
 }
 
-grpc::Status WorkerService::ReserveKv(grpc::ServerContext*, const v1::ReserveKvRequest* request,
+grpc::Status WorkerService::ReserveKv(grpc::ServerContext* context,
+                                      const v1::ReserveKvRequest* request,
                                       v1::ReserveKvResponse* response) {
   ScopedCount rpc(&rpcs_in_flight_);
+  if (grpc::Status refusal; RefuseIfDraining(context, &refusal)) return refusal;
   CountIfDraining();
   if (receiver_ == nullptr) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
@@ -98,6 +109,7 @@ grpc::Status WorkerService::Prefill(grpc::ServerContext* context,
                                     const v1::PrefillRequest* request,
                                     v1::PrefillResponse* response) {
   ScopedCount rpc(&rpcs_in_flight_);
+  if (grpc::Status refusal; RefuseIfDraining(context, &refusal)) return refusal;
   CountIfDraining();
   if (sender_ == nullptr) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
@@ -192,7 +204,7 @@ grpc::Status WorkerService::Prefill(grpc::ServerContext* context,
 }
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* WorkerService::Generate(
-    grpc::CallbackServerContext*, const v1::GenerateRequest* request) {
+    grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
   // A handed-off request's first token was counted by prefill, not by this engine.
   const int first_token_credit = request->handoff_id().empty() ? 0 : 1;
   std::shared_ptr<GenerateStream> stream = GenerateStream::Create(
@@ -203,7 +215,13 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* WorkerService::Generate(
       GenerateStream::Counters{.rpcs_in_flight = &rpcs_in_flight_,
                                .active_streams = &active_streams_,
                                .cancelled_total = &cancelled_total_});
-  stream->Start(rpc::ToGrpc(SubmitGenerate(*request, stream->Sink())));
+  // Completing a handoff reserved before the drain is finishing held work, never refused.
+  if (grpc::Status refusal;
+      request->handoff_id().empty() && RefuseIfDraining(context, &refusal)) {
+    stream->Start(refusal);
+  } else {
+    stream->Start(rpc::ToGrpc(SubmitGenerate(*request, stream->Sink())));
+  }
   return stream.get();  // owns itself until OnDone
 }
 

@@ -41,11 +41,12 @@ class WorkerService final : public v1::Worker::WithCallbackMethod_Generate<v1::W
   // a Prefill returns only after its KV handoff was written and flushed, so this also covers
   // the handoffs this worker started.
   int rpcs_in_flight() const { return rpcs_in_flight_.load(); }
-  // From now on CurrentLoad() tells the router not to send new work. Work that still arrives
-  // (a router that has not heard yet) is served, and counted.
+  // From now on CurrentLoad() tells the router not to send new work. New work that still arrives
+  // (a router that has not heard yet) is refused with kDrainingTrailer and placed elsewhere.
   void SetDraining() { draining_.store(true); }
   bool draining() const { return draining_.load(); }
   std::int64_t requests_while_draining_total() const { return requests_while_draining_.load(); }
+  std::int64_t drain_refusals_total() const { return drain_refusals_.load(); }
   std::int64_t cancelled_total() const { return cancelled_total_.load(); }
   std::uint64_t kv_sent_bytes_total() const { return kv_sent_bytes_total_.load(); }
 
@@ -59,13 +60,18 @@ class WorkerService final : public v1::Worker::WithCallbackMethod_Generate<v1::W
   serving::EngineLoop* loop_;
   KvReceiver* receiver_;
   KvSender* sender_;
-  // New work (not the Generate that completes a handoff reserved earlier) arriving mid-drain.
+  // New work (not the Generate that completes a handoff reserved earlier) arriving mid-drain is
+  // refused with kDrainingTrailer (the router places it elsewhere); true when it was.
+  bool RefuseIfDraining(grpc::ServerContextBase* context, grpc::Status* refusal);
+  // New work accepted while draining: the gate above makes it zero; counted after the gate so
+  // that a test can tell.
   void CountIfDraining();
 
   std::atomic<int> active_streams_{0};
   std::atomic<int> rpcs_in_flight_{0};
   std::atomic<bool> draining_{false};
   std::atomic<std::int64_t> requests_while_draining_{0};
+  std::atomic<std::int64_t> drain_refusals_{0};
   std::atomic<std::int64_t> cancelled_total_{0};
   std::atomic<std::uint64_t> kv_sent_bytes_total_{0};
   // Last member: its thread stops first, while everything a stream touches still exists.

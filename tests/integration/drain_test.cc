@@ -11,10 +11,13 @@
 #include <vector>
 
 #include "cluster_processes.h"
+#include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
 #include "http_client.h"
 #include "http_get.h"
 #include "nlohmann/json.hpp"
+#include "tandem/rpc/conversions.h"
+#include "tandem/v1/worker.grpc.pb.h"
 
 namespace tandem {
 namespace {
@@ -193,6 +196,45 @@ TEST_F(DrainTest, SigtermOnAnIdleWorkerExitsZeroPromptly) {
   // Nothing held: no waiting beyond the deregistration call and the servers' shutdown.
   EXPECT_LT(Clock::now() - start, seconds(6));
   EXPECT_NE(prefill_.process.log().find("drained in"), std::string::npos) << prefill_.process.log();
+}
+
+// New work that reaches a worker after its drain began (a router that has not heard yet) is
+// refused with the draining trailer, so that the router places it elsewhere; it is never served
+// there, and the refusal is counted. A KV reservation held from before keeps the drain going.
+TEST_F(DrainTest, NewWorkArrivingMidDrainIsRefusedWithTheDrainingTrailer) {
+  ASSERT_NO_FATAL_FAILURE(StartCluster({"--drain-timeout-ms", "20000"}));
+  auto stub = v1::Worker::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(decode_.ports[0]), grpc::InsecureChannelCredentials()));
+  const auto reserve = [&](const std::string& id, grpc::ClientContext* ctx) {
+    v1::ReserveKvRequest request;
+    *request.mutable_version() = rpc::CurrentVersion();
+    request.set_request_id(id);
+    request.set_num_tokens(8);
+    request.set_lease_ms(20000);
+    v1::ReserveKvResponse response;
+    ctx->set_deadline(std::chrono::system_clock::now() + seconds(5));
+    return stub->ReserveKv(ctx, request, &response);
+  };
+  grpc::ClientContext before_ctx;
+  ASSERT_TRUE(reserve("held-from-before", &before_ctx).ok());
+  ASSERT_EQ(HttpRequest(decode_.ports[1], "GET", "/drain").status, 200);
+
+  grpc::ClientContext late_ctx;
+  const grpc::Status late = reserve("arrived-mid-drain", &late_ctx);
+  EXPECT_EQ(late.error_code(), grpc::StatusCode::UNAVAILABLE) << late.error_message();
+  EXPECT_EQ(late_ctx.GetServerTrailingMetadata().count(rpc::kDrainingTrailer), 1u);
+  EXPECT_EQ(Metric(decode_.ports[1], "tandem_worker_drain_refusals_total"), 1);
+  EXPECT_EQ(Metric(decode_.ports[1], "tandem_worker_requests_while_draining_total"), 0);
+
+  // Giving the held reservation back ends the drain.
+  grpc::ClientContext cancel_ctx;
+  v1::CancelRequest cancel;
+  cancel.set_request_id("held-from-before");
+  v1::CancelResponse cancelled;
+  ASSERT_TRUE(stub->Cancel(&cancel_ctx, cancel, &cancelled).ok());
+  const auto code = decode_.process.WaitExit(milliseconds(15000));
+  ASSERT_TRUE(code.has_value()) << decode_.process.log();
+  EXPECT_EQ(*code, 0);
 }
 
 TEST_F(DrainTest, DeadlineBoundsTheDrainOfAWorkerThatKeepsStreaming) {

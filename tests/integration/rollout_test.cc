@@ -86,6 +86,7 @@ class RolloutTest : public ::testing::Test {
     const int metrics_port = p.ports[1];
     std::atomic<bool> exited{false};
     std::atomic<double> while_draining{0};
+    std::atomic<double> refused{0};
     std::thread watch([&] {
       while (!exited.load()) {
         const std::string page = testing::HttpGet(metrics_port, "/metrics");
@@ -93,6 +94,8 @@ class RolloutTest : public ::testing::Test {
           const double v =
               testing::MetricValue(page, "tandem_worker_requests_while_draining_total");
           if (v > while_draining.load()) while_draining.store(v);
+          const double r = testing::MetricValue(page, "tandem_worker_drain_refusals_total");
+          if (r > refused.load()) refused.store(r);
         }
         std::this_thread::sleep_for(milliseconds(20));
       }
@@ -103,22 +106,19 @@ class RolloutTest : public ::testing::Test {
     watch.join();
     ASSERT_TRUE(code.has_value()) << id << " did not exit:\n" << p.process.log();
     EXPECT_EQ(*code, 0) << p.process.log();
-    // Usually everything finished ("drained in"). Rarely (about 1 run in 14 here) a decode holds a
-    // KV reservation whose Generate never comes until --drain-timeout-ms: a ReserveKv the router
-    // cancelled (its prefill worker left meanwhile) whose Cancel overtook it on the worker. No
-    // stream is lost to it; the drain only lasts longer.
+    // Everything should finish ("drained in"). The one known way to run to --drain-timeout-ms (a
+    // ReserveKv the router cancelled whose Cancel overtook it; about 1 run in 14) is closed by the
+    // worker remembering early Cancels; a drain at its deadline loses no stream, so it is counted
+    // and printed rather than failed.
     const std::string log = p.process.log();
     if (log.find("drained in") == std::string::npos) {
       EXPECT_NE(log.find("drain ended after"), std::string::npos) << log;
       ++drains_at_deadline_;
     }
-    // The router places nothing on a worker once its draining heartbeat is in; what it placed in
-    // the instant before (the worker is already draining when it sends that heartbeat, and a
-    // plan's prefill call follows its decode reservation by a round trip) still arrives and is
-    // served. Bounded, not zero: a protocol that closes it needs the worker to count only work
-    // sent after the router acknowledged the flag.
-    EXPECT_LE(while_draining.load(), 2) << id << " received new work while draining";
-    while_draining_total_ += while_draining.load();
+    // What the router placed in the instant before it heard of the drain (the worker is draining
+    // before its heartbeat arrives) is refused and placed elsewhere, never served here.
+    EXPECT_EQ(while_draining.load(), 0) << id << " accepted new work while draining";
+    refused_total_ += refused.load();
     // The worker deregistered before exiting: the very next scrape has none of its series.
     EXPECT_FALSE(RouterListsWorker(id)) << id << "'s series outlived its deregistration";
     workers_.erase(id);
@@ -182,7 +182,7 @@ class RolloutTest : public ::testing::Test {
   std::vector<std::thread> load_;
   std::atomic<bool> stop_{false};
   std::atomic<int> completed_{0}, failed_{0};
-  double while_draining_total_ = 0;
+  double refused_total_ = 0;
   int drains_at_deadline_ = 0;
 };
 
@@ -217,8 +217,8 @@ TEST_F(RolloutTest, ScaleUpScaleDownAndRollEveryWorkerWithoutBreakingAStream) {
   StopLoad();
   EXPECT_EQ(failed_.load(), 0) << "of " << completed_.load() + failed_.load() << " streams";
   EXPECT_GT(completed_.load(), 100);
-  std::cerr << completed_.load() << " streams completed; " << while_draining_total_
-            << " requests reached a worker in the instant before the router heard it drain; "
+  std::cerr << completed_.load() << " streams completed; " << refused_total_
+            << " attempts refused by a worker that had begun draining (placed elsewhere); "
             << drains_at_deadline_ << " drains ended at their deadline\n";
   const std::string router_metrics = testing::HttpGet(router_.ports[0], "/metrics");
   EXPECT_EQ(testing::MetricValue(router_metrics, "tandem_router_migration_failures_total"), 0);

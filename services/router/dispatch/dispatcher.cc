@@ -1,11 +1,14 @@
 #include "dispatch/dispatcher.h"
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "dispatch/worker_calls.h"
 #include "tandem/rpc/conversions.h"
 
 namespace tandem::router {
 namespace {
+
+constexpr char kDrainRefusalPayload[] = "tandem.dev/worker-draining";
 
 using SystemClock = std::chrono::system_clock;
 
@@ -115,7 +118,7 @@ async::Task<absl::StatusOr<GenerationOutcome>> Dispatcher::RunDisaggregated(
     grpc::Status st = co_await CallUnary(executor, [&](auto done) {
       decode.stub().async()->ReserveKv(&ctx, &call, &reservation, std::move(done));
     });
-    if (!st.ok()) co_return CallFailed(decode, "ReserveKv", st, canceller, request);
+    if (!st.ok()) co_return CallFailed(decode, "ReserveKv", ctx, st, canceller, request);
   }
 
   v1::PrefillResponse prefilled;
@@ -132,7 +135,7 @@ async::Task<absl::StatusOr<GenerationOutcome>> Dispatcher::RunDisaggregated(
     if (!st.ok()) {
       // Decode would reclaim the reservation when its lease ends; free it now instead.
       if (!canceller->cancelled()) SendCancel(decode, request.request_id);
-      co_return CallFailed(prefill, "Prefill", st, canceller, request);
+      co_return CallFailed(prefill, "Prefill", ctx, st, canceller, request);
     }
   }
   if (state->prefill_lease != nullptr) state->prefill_lease->PrefillDone(prefilled);
@@ -200,7 +203,7 @@ async::Task<absl::StatusOr<GenerationOutcome>> Dispatcher::StreamGenerate(
     co_return stopped;
   }
   if (!finished) {
-    if (!st.ok()) co_return CallFailed(worker, "Generate", st, canceller, request);
+    if (!st.ok()) co_return CallFailed(worker, "Generate", ctx, st, canceller, request);
     co_return absl::InternalError(
         absl::StrCat("worker ", worker.id(), " ended the Generate stream without finishing"));
   }
@@ -223,11 +226,25 @@ async::Task<absl::StatusOr<GenerationOutcome>> Dispatcher::StreamGenerate(
   co_return outcome;
 }
 
+absl::Status DrainRefusal(std::string message) {
+  absl::Status status = absl::UnavailableError(std::move(message));
+  status.SetPayload(kDrainRefusalPayload, absl::Cord("1"));
+  return status;
+}
+
+bool IsDrainRefusal(const absl::Status& status) {
+  return status.GetPayload(kDrainRefusalPayload).has_value();
+}
+
 absl::Status Dispatcher::CallFailed(const WorkerEntry& worker, const char* call,
-                                    const grpc::Status& status, CallCanceller* canceller,
-                                    const GenerationRequest& request) {
+                                    const grpc::ClientContext& ctx, const grpc::Status& status,
+                                    CallCanceller* canceller, const GenerationRequest& request) {
   if (canceller->cancelled()) return canceller->reason();
   const std::string where = absl::StrCat("worker ", worker.id(), " ", call, ": ");
+  if (ctx.GetServerTrailingMetadata().count(rpc::kDrainingTrailer) > 0) {
+    registry_->MarkDraining(worker);
+    return DrainRefusal(absl::StrCat(where, status.error_message()));
+  }
   switch (status.error_code()) {
     case grpc::StatusCode::UNAVAILABLE:
     case grpc::StatusCode::CANCELLED:  // not by us: the worker dropped the call (shutting down)

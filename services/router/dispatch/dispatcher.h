@@ -51,6 +51,11 @@ class TokenSink {
   virtual void OnPromptCached(std::uint32_t /*cached_prompt_tokens*/) {}
 };
 
+// A worker refused new work because it is draining (it had begun before the router heard): the
+// attempt produced nothing, and the request goes to another worker without counting a migration.
+absl::Status DrainRefusal(std::string message);
+bool IsDrainRefusal(const absl::Status& status);
+
 // Runs one generation on the workers of a plan with asynchronous gRPC calls (no thread waits):
 //   combined:       Generate (server stream)
 //   disaggregated:  D.ReserveKv -> P.Prefill (first token) -> D.Generate (the rest)
@@ -90,8 +95,10 @@ class Dispatcher {
                                                                 const GenerationRequest& request,
                                                                 CallCanceller* canceller,
                                                                 StreamState* state);
-  // Turns a failed call into the request's error, marking the worker down when it is gone.
-  absl::Status CallFailed(const WorkerEntry& worker, const char* call, const grpc::Status& status,
+  // Turns a failed call into the request's error, marking the worker down when it is gone, or
+  // draining when it refused for that (a DrainRefusal: the request is placed again).
+  absl::Status CallFailed(const WorkerEntry& worker, const char* call,
+                          const grpc::ClientContext& ctx, const grpc::Status& status,
                           CallCanceller* canceller, const GenerationRequest& request);
   // Best effort and asynchronous: nothing waits for the answer.
   void SendCancel(const WorkerEntry& worker, const std::string& request_id);

@@ -44,6 +44,8 @@ bool WorkerLost(const absl::Status& status) {
 // this long for one, looking again this often.
 constexpr std::chrono::milliseconds kMigrationWaitForWorkers{1000};
 constexpr std::chrono::milliseconds kMigrationWorkerPoll{50};
+// Each refusal excludes its worker, so this only bounds a fleet that drains as a whole.
+constexpr int kMaxDrainRefusals = 16;
 
 void Count(metrics::Counter* counter, double by = 1) {
   if (counter != nullptr) counter->Increment(by);
@@ -61,6 +63,7 @@ async::Task<absl::StatusOr<GenerationOutcome>> RunAdmitted(const RunDeps& deps,
   DeliveryWatch watch(sink);
   GenerationRequest attempt = request;
   int migrations = 0;
+  int drain_refusals = 0;
   for (;;) {
     const std::size_t delivered_before = watch.delivered().size();
     absl::StatusOr<GenerationOutcome> outcome;
@@ -70,7 +73,7 @@ async::Task<absl::StatusOr<GenerationOutcome>> RunAdmitted(const RunDeps& deps,
       CallCanceller::Follow follow(canceller, &attempt_canceller);
       absl::StatusOr<WorkerPlan> plan = deps.selector->Select(deps.model, attempt.prompt_ids);
       const auto wait_until = std::chrono::steady_clock::now() + kMigrationWaitForWorkers;
-      while (migrations > 0 && !plan.ok() &&
+      while ((migrations > 0 || drain_refusals > 0) && !plan.ok() &&
              plan.status().code() == absl::StatusCode::kUnavailable &&
              std::chrono::steady_clock::now() < wait_until && !canceller->cancelled() &&
              std::chrono::system_clock::now() < request.deadline) {
@@ -101,6 +104,13 @@ async::Task<absl::StatusOr<GenerationOutcome>> RunAdmitted(const RunDeps& deps,
       if (absl::Status again = co_await ticket->Requeue(request.deadline); !again.ok()) {
         co_return again;
       }
+      continue;
+    }
+    if (IsDrainRefusal(outcome.status()) && !delivered_now) {
+      // A worker began draining before we heard: nothing was computed; place the request again
+      // (that worker is now excluded). Bounded in case every worker drains at once.
+      Count(m != nullptr ? m->drain_refusals : nullptr);
+      if (++drain_refusals > kMaxDrainRefusals) co_return outcome;
       continue;
     }
     if (!WorkerLost(outcome.status())) co_return outcome;

@@ -194,11 +194,7 @@ v1::HeartbeatResponse WorkerRegistry::Heartbeat(const v1::HeartbeatRequest& requ
   }
   WorkerEntry& entry = *it->second;
   entry.load_ = request.load();
-  if (request.load().draining() && !entry.draining_) {
-    entry.draining_ = true;
-    if (entry.draining_gauge_ != nullptr) entry.draining_gauge_->Set(1);
-    std::cerr << "router: worker " << entry.id() << " is draining: no new work goes to it\n";
-  }
+  if (request.load().draining()) MarkDrainingLocked(entry);
   Revive(entry);
   PublishLoadLocked(entry);
   return response;
@@ -256,6 +252,20 @@ void WorkerRegistry::AddWatcher(WorkerEntry& entry, CallCanceller* canceller) {
     return;
   }
   entry.watchers_.push_back(canceller);
+}
+
+void WorkerRegistry::MarkDraining(const WorkerEntry& entry) {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(entry.id());
+  if (it == workers_.end() || it->second.get() != &entry) return;
+  MarkDrainingLocked(*it->second);
+}
+
+void WorkerRegistry::MarkDrainingLocked(WorkerEntry& entry) {
+  if (entry.draining_) return;
+  entry.draining_ = true;
+  if (entry.draining_gauge_ != nullptr) entry.draining_gauge_->Set(1);
+  std::cerr << "router: worker " << entry.id() << " is draining: no new work goes to it\n";
 }
 
 void WorkerRegistry::MarkDown(const WorkerEntry& entry, const std::string& why) {

@@ -153,6 +153,9 @@ class WorkerRegistry {
 
   // Marks this registration down (a call to it failed); its next heartbeat brings it back.
   void MarkDown(const WorkerEntry& entry, const std::string& why);
+  // Marks this registration draining (it refused new work for that reason) before its draining
+  // heartbeat arrives: no new work goes to it; what it holds continues.
+  void MarkDraining(const WorkerEntry& entry);
   // Marks down every worker whose last heartbeat is older than the lease.
   void ExpireLeases();
 
@@ -176,6 +179,7 @@ class WorkerRegistry {
   void Revive(WorkerEntry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExpireLeasesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkDownLocked(WorkerEntry& entry, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MarkDrainingLocked(WorkerEntry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PublishLoadLocked(WorkerEntry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AttachMetricsLocked(WorkerEntry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops the entry's child pointers and, with `remove_series`, deletes its series.

@@ -147,6 +147,49 @@ TEST_F(RouterTest, AWorkersOwnDeadlineMigratesTheGenerationInsteadOfFailingIt) {
   ExpectNothingInFlight();
 }
 
+// A worker that began draining before its heartbeat reached the router refuses new work with the
+// draining trailer: the request is placed on another worker (no migration, no error, nothing on
+// the draining one), and the router stops choosing that worker at once, without marking it down.
+class DrainRefusalTest : public RouterTest, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(DrainRefusalTest, NewWorkRefusedByADrainingWorkerGoesElsewhereAndNothingMoreGoesThere) {
+  const bool disaggregated = GetParam();
+  StartRouter();
+  FakeWorker* draining;
+  if (disaggregated) {
+    AddWorker("p", v1::WORKER_ROLE_PREFILL, {.first_token = Ids("o")[0]});
+    draining = AddWorker("d1", v1::WORKER_ROLE_DECODE, {.tokens = Ids("k"), .refuse_as_draining = true});
+    AddWorker("d2", v1::WORKER_ROLE_DECODE, {.tokens = Ids("k")});
+  } else {
+    draining = AddWorker("w1", v1::WORKER_ROLE_COMBINED, {.tokens = Ids("ok"), .refuse_as_draining = true});
+    AddWorker("w2", v1::WORKER_ROLE_COMBINED, {.tokens = Ids("ok")});
+  }
+  const auto serve_one = [&](int i) {
+    RawResponse head;
+    const std::vector<std::string> events = StreamAll(
+        "/v1/completions",
+        {{"prompt", absl::StrCat("request ", i)}, {"max_tokens", 2}, {"stream", true}}, &head);
+    EXPECT_EQ(head.status, 200);
+    ASSERT_FALSE(events.empty());
+    EXPECT_EQ(events.back(), "[DONE]");
+    for (const std::string& e : events) EXPECT_EQ(e.find("error"), std::string::npos) << e;
+  };
+  int sent = 0;
+  while (draining->calls().empty() && sent < 16) serve_one(sent++);
+  ASSERT_FALSE(draining->calls().empty()) << "the router never chose the draining worker";
+  const std::size_t calls_seen = draining->calls().size();
+  for (int i = 0; i < 6; ++i) serve_one(sent++);
+  EXPECT_EQ(draining->calls().size(), calls_seen) << "new work still went to the draining worker";
+  EXPECT_EQ(Metric("tandem_router_drain_refusals_total"), 1.0);
+  EXPECT_EQ(Metric("tandem_router_migrations_total"), 0.0);
+  ExpectNothingInFlight();
+}
+
+INSTANTIATE_TEST_SUITE_P(Roles, DrainRefusalTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "Disaggregated" : "Combined";
+                         });
+
 TEST_F(RouterTest, StreamsFailingBeforeTheFirstTokenGetTheirOwnStatus) {
   StartRouter([](RouterConfig* c) { c->max_queue_wait_ms = 200; });
   AddWorker("w1", v1::WORKER_ROLE_COMBINED, {.generate_status = grpc::StatusCode::RESOURCE_EXHAUSTED});

@@ -17,6 +17,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
+#include "tandem/rpc/conversions.h"
 #include "tandem/tokenizer/tokenizer.h"
 #include "tandem/v1/router_control.grpc.pb.h"
 #include "tandem/v1/worker.grpc.pb.h"
@@ -69,6 +70,9 @@ struct WorkerScript {
   // The first N Generate calls answer DEADLINE_EXCEEDED at once: the worker's own time bound (a
   // KV handoff that never arrived within its lease), long before the request's deadline.
   int expire_first_generates = 0;
+  // Refuses new work (ReserveKv, Prefill, Generate without a handoff) as a worker that began
+  // draining does before its heartbeat reaches the router: UNAVAILABLE with kDrainingTrailer.
+  bool refuse_as_draining = false;
   std::uint32_t max_batch_tokens = 0;  // announced step budget (0: unknown)
 };
 
@@ -151,9 +155,15 @@ class FakeWorker final : public v1::Worker::Service {
     return last_prefill_;
   }
 
-  grpc::Status ReserveKv(grpc::ServerContext*, const v1::ReserveKvRequest* request,
+  static grpc::Status RefuseAsDraining(grpc::ServerContext* context) {
+    context->AddTrailingMetadata(rpc::kDrainingTrailer, "1");
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "worker is draining");
+  }
+
+  grpc::Status ReserveKv(grpc::ServerContext* context, const v1::ReserveKvRequest* request,
                          v1::ReserveKvResponse* response) override {
     Record(absl::StrCat("ReserveKv ", request->request_id(), " ", request->num_tokens()));
+    if (script_.refuse_as_draining) return RefuseAsDraining(context);
     if (script_.reserve_status != grpc::StatusCode::OK) return grpc::Status(script_.reserve_status, "reserve scripted");
     v1::KvTarget* target = response->mutable_target();
     target->set_decode_worker_id(id_);
@@ -163,8 +173,12 @@ class FakeWorker final : public v1::Worker::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status Prefill(grpc::ServerContext*, const v1::PrefillRequest* request,
+  grpc::Status Prefill(grpc::ServerContext* context, const v1::PrefillRequest* request,
                        v1::PrefillResponse* response) override {
+    if (script_.refuse_as_draining) {
+      Record(absl::StrCat("Prefill ", request->request_id(), " refused"));
+      return RefuseAsDraining(context);
+    }
     {
       absl::MutexLock lock(&mu_);
       last_prefill_ = *request;
@@ -196,6 +210,9 @@ class FakeWorker final : public v1::Worker::Service {
     }
     Record(absl::StrCat("Generate ", request->request_id(), " ", request->handoff_id(), " ",
                         request->first_token_id()));
+    if (script_.refuse_as_draining && request->handoff_id().empty()) {
+      return RefuseAsDraining(context);
+    }
     if (script_.generate_status != grpc::StatusCode::OK) {
       return grpc::Status(script_.generate_status, "generate scripted");
     }

@@ -420,6 +420,24 @@ TEST_F(KvHandoffTest, AbandonGivesThePlaceBackAtOnceAndTheBlocksAfterTheLease) {
   EXPECT_EQ(receiver_->stats().expired_total, 0);
 }
 
+// A Cancel that overtook its ReserveKv (the router cut the call in flight): the reservation that
+// arrives after it is refused and holds nothing, instead of holding its blocks and an engine
+// place until its lease runs out (which held decode drains to their deadline). Ids are one-shot:
+// a later reservation under the same id is served.
+TEST_F(KvHandoffTest, AReservationArrivingAfterItsCancelIsRefusedAndHoldsNothing) {
+  Start();
+  const int free_before = DecodeFreeBlocks();
+  receiver_->Abandon("overtaken");
+  auto late = receiver_->Reserve("overtaken", 20, milliseconds(30000));
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kAborted) << late.status();
+  EXPECT_EQ(receiver_->stats().active_handoffs, 0);
+  EXPECT_EQ(receiver_->stats().reserved_blocks, 0);
+  EXPECT_TRUE(WaitFor([&] { return DecodeFreeBlocks() == free_before; }));
+  auto retry = receiver_->Reserve("overtaken", 4, milliseconds(30000));
+  ASSERT_TRUE(retry.ok()) << retry.status();
+  receiver_->Abandon("overtaken");
+}
+
 // The race the soak test found: a client leaves while its prompt is being prefilled; the router
 // cancels the reservation, and the prefill worker, not told yet, writes the KV anyway. Had the
 // blocks gone back at once, the next reservation would hold them when the late writes land: its

@@ -12,6 +12,11 @@ namespace tandem::rpc {
 inline constexpr std::uint32_t kApiMajor = 1;
 inline constexpr std::uint32_t kApiMinor = 0;
 
+// Trailing metadata key a worker sets when it refuses new work because it is draining: the router
+// places the request on another worker and stops choosing this one (without waiting for the
+// worker's draining heartbeat), instead of treating the worker as lost.
+inline constexpr char kDrainingTrailer[] = "tandem-worker-draining";
+
 v1::ApiVersion CurrentVersion();
 // FailedPrecondition when the peer speaks another major version; newer minors are accepted
 // (their additions are unknown fields to us).
