@@ -115,6 +115,30 @@ TEST(HfConfig, ParsesLlamaDefaults) {
   EXPECT_EQ(c->llama.rope_scaling.original_max_position_embeddings, 8192);
 }
 
+TEST(HfConfig, Fp8BlockSizeComesFromQuantizationConfig) {
+  Json j = DeepseekJson();
+  auto plain = Parse(j);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->fp8_block.rows, 128);  // DeepSeek's, when the config names none
+  EXPECT_EQ(plain->fp8_block.cols, 128);
+  j["quantization_config"] = {{"activation_scheme", "dynamic"}, {"fmt", "e4m3"},
+                              {"quant_method", "fp8"}, {"weight_block_size", {16, 32}}};
+  auto fp8 = Parse(j);
+  ASSERT_TRUE(fp8.ok()) << fp8.status();
+  EXPECT_EQ(fp8->fp8_block.rows, 16);
+  EXPECT_EQ(fp8->fp8_block.cols, 32);
+
+  j["quantization_config"]["weight_block_size"] = {128, 96};
+  EXPECT_THAT(Parse(j).status().message(), HasSubstr("weight_block_size [128, 96]"));
+  j["quantization_config"]["weight_block_size"] = {128};
+  EXPECT_THAT(Parse(j).status().message(), HasSubstr("two integers"));
+  j["quantization_config"]["weight_block_size"] = {128, 128};
+  j["quantization_config"]["fmt"] = "e5m2";
+  EXPECT_THAT(Parse(j).status().message(), HasSubstr("fmt \"e5m2\""));
+  j["quantization_config"] = {{"quant_method", "gptq"}};
+  EXPECT_THAT(Parse(j).status().message(), HasSubstr("quant_method \"gptq\""));
+}
+
 TEST(HfConfig, UnsupportedInputsAreNamed) {
   Json j = DeepseekJson();
   j["architectures"] = {"Qwen2ForCausalLM"};
