@@ -49,7 +49,7 @@ template <typename Row>
 inline constexpr bool kPrefetch = !std::is_same_v<Row, const float*>;
 
 // out[r * out_stride + o] = Dot(x + r * x_stride, w[o], n) for r < R, o < O. Row: a pointer or
-// a row handle of simd.h (F16Row, Fp8Row).
+// a row handle of simd.h (F16Row); FP8 rows take DotTileFp8.
 template <int R, int O, typename Row>
 inline void DotTile(const float* x, std::int64_t x_stride, const Row* w, std::int64_t n,
                     float* out, std::int64_t out_stride) {
