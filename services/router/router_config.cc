@@ -93,6 +93,12 @@ void BindRouterFlags(config::FlagSet* f, RouterConfig* c) {
             "own address host:port for /metrics, /health and /ready (never authenticated; "
             "/metrics then leaves the public listener). Empty: they are on --http-listen",
             "TANDEM_ROUTER_METRICS_LISTEN");
+  f->String("prefix-cache-isolation", &c->prefix_cache_isolation,
+            "prefix cache between tenants: tenant (each tenant's prompts hash their KV blocks "
+            "under its own salt, so tenants never share or time each other's cached prefixes), "
+            "shared, or auto (tenant when --api-keys-file is set). A request's cache_salt field "
+            "salts further either way",
+            "TANDEM_ROUTER_PREFIX_CACHE_ISOLATION");
   security::BindTlsFlags(f, &c->tls, "TANDEM_ROUTER_");
 }
 

@@ -40,6 +40,8 @@ struct RouterConfig {
   // Security (docs/security.md).
   std::string api_keys_file;   // JSON lines of hashed keys; empty: no authentication
   std::string metrics_listen;  // own listener for /metrics, /health, /ready; empty: on http-listen
+  // Prefix cache between tenants: tenant (never shared), shared, auto (tenant with API keys).
+  std::string prefix_cache_isolation = "auto";
   security::TlsConfig tls;     // mutual TLS of the control plane (--tls-*)
 };
 

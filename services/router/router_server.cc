@@ -82,6 +82,13 @@ absl::Status RouterServer::Init() {
   dispatcher_ = std::make_unique<Dispatcher>(
       registry_.get(), Dispatcher::Options{.metrics = &metrics_, .executor = executor_.get()});
   TANDEM_ASSIGN_OR_RETURN(traffic_, TrafficClassifier::Parse(cfg.api_key_traffic_classes));
+  if (cfg.prefix_cache_isolation != "auto" && cfg.prefix_cache_isolation != "tenant" &&
+      cfg.prefix_cache_isolation != "shared") {
+    return absl::InvalidArgumentError("--prefix-cache-isolation must be auto, tenant or shared");
+  }
+  const bool isolate_tenant_cache =
+      cfg.prefix_cache_isolation == "tenant" ||
+      (cfg.prefix_cache_isolation == "auto" && !cfg.api_keys_file.empty());
   if (!cfg.api_keys_file.empty()) {
     TANDEM_ASSIGN_OR_RETURN(auth_, ApiKeyAuth::Load(cfg.api_keys_file, &metrics_registry_));
     TANDEM_ASSIGN_OR_RETURN(limits_, TenantLimits::Create(TenantLimits::Options{
@@ -101,7 +108,8 @@ absl::Status RouterServer::Init() {
                     .executor = executor_.get()};
   generation_ = std::make_unique<GenerationApi>(
       GenerationApi::Options{.served_model = options_.served_model,
-                             .request_timeout = std::chrono::milliseconds(cfg.request_timeout_ms)},
+                             .request_timeout = std::chrono::milliseconds(cfg.request_timeout_ms),
+                             .isolate_tenant_cache = isolate_tenant_cache},
       GenerationApi::Deps{.tokenizer = options_.tokenizer,
                           .run = run,
                           .admission = admission_.get(),
@@ -116,7 +124,8 @@ absl::Status RouterServer::Init() {
       ProtocolApi::Create(
           ProtocolApi::Options{.served_model = options_.served_model,
                                .format = format,
-                               .request_timeout = std::chrono::milliseconds(cfg.request_timeout_ms)},
+                               .request_timeout = std::chrono::milliseconds(cfg.request_timeout_ms),
+                               .isolate_tenant_cache = isolate_tenant_cache},
           ProtocolApi::Deps{.tokenizer = options_.tokenizer,
                             .run = run,
                             .admission = admission_.get(),

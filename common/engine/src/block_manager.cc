@@ -49,13 +49,13 @@ BlockManager::BlockManager(const BlockManagerConfig& config, model::KvStorage st
 
 BlockManager::~BlockManager() { backend_->Free(storage_.base); }
 
-BlockManager::PrefixMatch BlockManager::FindCachedPrefix(
-    std::span<const std::int32_t> tokens) const {
+BlockManager::PrefixMatch BlockManager::FindCachedPrefix(std::span<const std::int32_t> tokens,
+                                                         std::uint64_t root) const {
   PrefixMatch match;
   if (!config_.enable_prefix_caching || tokens.empty()) return match;
   const std::size_t bs = config_.block_size;
   const std::size_t reusable = (tokens.size() - 1) / bs;
-  std::uint64_t parent = 0;
+  std::uint64_t parent = root;
   for (std::size_t i = 0; i < reusable; ++i) {
     const std::uint64_t h = ChainedBlockHash(parent, tokens.subspan(i * bs, bs));
     auto it = cached_.find(h);
@@ -120,7 +120,7 @@ void BlockManager::CommitComputedBlocks(std::span<const std::int32_t> tokens, in
   const std::size_t full = static_cast<std::size_t>(num_computed) / bs;
   while (table->hashes.size() < full) {
     const std::size_t i = table->hashes.size();
-    const std::uint64_t parent = i == 0 ? 0 : table->hashes[i - 1];
+    const std::uint64_t parent = i == 0 ? table->root : table->hashes[i - 1];
     const std::uint64_t h = ChainedBlockHash(parent, tokens.subspan(i * bs, bs));
     table->hashes.push_back(h);
     // Another sequence may have computed the same content first; keep its block as the cached

@@ -150,6 +150,7 @@ std::unique_ptr<Engine::Sequence> Engine::NewSequence(const std::string& request
   seq->prompt_len = static_cast<int>(prompt.size()) - resumed_tokens;
   seq->params = params;
   seq->seed = params.seed.has_value() ? *params.seed : SeedFromRequestId(request_id);
+  seq->table.root = params.kv_hash_root;
   return seq;
 }
 

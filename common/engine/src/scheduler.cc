@@ -58,7 +58,7 @@ int Engine::BlocksReservedForNextStep(const std::vector<ScheduledChunk>& batch) 
 }
 
 bool Engine::TryAdmit(Sequence* seq, int* budget, std::vector<ScheduledChunk>* batch) {
-  const BlockManager::PrefixMatch match = blocks_->FindCachedPrefix(seq->tokens);
+  const BlockManager::PrefixMatch match = blocks_->FindCachedPrefix(seq->tokens, seq->table.root);
   if (config_.lower_tiers != nullptr && !seq->tiers_looked_up) {
     seq->tiers_looked_up = true;
     // Out of waiting_ while its prefix is fetched, or back at the front already (host blocks).

@@ -39,7 +39,7 @@ bool Engine::StartTierFetch(Sequence* seq, const BlockManager::PrefixMatch& matc
   const std::vector<std::uint64_t> chain = ChainedBlockHashes(
       tokens.subspan(static_cast<std::size_t>(device) * bs,
                      static_cast<std::size_t>(reusable - device) * bs),
-      static_cast<std::size_t>(bs), device == 0 ? 0 : match.hashes.back());
+      static_cast<std::size_t>(bs), device == 0 ? seq->table.root : match.hashes.back());
   kv::TieredKvStore& lower = *config_.lower_tiers;
   absl::StatusOr<kv::LookupResult> found = lower.Lookup(seq->traffic_class, chain);
   if (!found.ok() || found->available_prefix == 0) return false;

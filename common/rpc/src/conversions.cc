@@ -44,6 +44,7 @@ v1::SamplingParams ToProto(const engine::SamplingParams& p) {
   out.set_ignore_eos(p.ignore_eos);
   out.set_max_tokens(p.max_tokens);
   if (p.seed.has_value()) out.set_seed(*p.seed);
+  out.set_kv_hash_root(p.kv_hash_root);
   return out;
 }
 
@@ -61,6 +62,7 @@ engine::SamplingParams FromProto(const v1::SamplingParams& p) {
   out.ignore_eos = p.ignore_eos();
   out.max_tokens = p.max_tokens();
   if (p.has_seed()) out.seed = p.seed();
+  out.kv_hash_root = p.kv_hash_root();
   return out;
 }
 

@@ -4,6 +4,7 @@
 #include "absl/strings/str_format.h"
 #include "api/completions_format.h"
 #include "api/request_job.h"
+#include "tandem/security/cache_salt.h"
 #include "tandem/rpc/conversions.h"
 
 namespace tandem::router {
@@ -161,6 +162,9 @@ http::HandlerResult GenerationApi::Handle(const http::Request& http_request,
   setup.stream = request.stream;
   setup.limits = std::move(lease);
   setup.response_headers = std::move(limit_headers);
+  SaltKvChain(&setup, security::RequestKvHashRoot(options_.isolate_tenant_cache,
+                                                  principal != nullptr ? principal->tenant : "",
+                                                  request.cache_salt));
   std::vector<std::int32_t> stop_ids(setup.generation.sampling.stop_token_ids().begin(),
                                      setup.generation.sampling.stop_token_ids().end());
   if (!setup.generation.sampling.ignore_eos()) {

@@ -34,6 +34,7 @@ class GenerationApi {
   struct Options {
     std::string served_model;
     std::chrono::milliseconds request_timeout{600000};
+    bool isolate_tenant_cache = false;  // each tenant's prompts salt their own KV chains
   };
   struct Deps {
     TokenizerSetup tokenizer;

@@ -193,10 +193,23 @@ std::optional<ApiError> ParseOpenAiRequest(absl::string_view body, OpenAiRequest
   TANDEM_API_CHECK(ParseSampling(f, out));
   TANDEM_API_CHECK(f.Bool("stream", &out->stream));
   TANDEM_API_CHECK(f.Bool("return_token_ids", &out->return_token_ids));
+  TANDEM_API_CHECK(ParseCacheSalt(f.Find("cache_salt"), &out->cache_salt));
   if (const json* options = f.Find("stream_options"); options != nullptr) {
     if (!options->is_object()) return FieldReader::TypeError("stream_options", "an object");
     TANDEM_API_CHECK(FieldReader(*options).Bool("include_usage", &out->include_usage));
   }
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseCacheSalt(const nlohmann::json* value, std::string* out) {
+  if (value == nullptr || value->is_null()) return std::nullopt;
+  if (!value->is_string()) return FieldReader::TypeError("cache_salt", "a string");
+  const std::string& salt = value->get_ref<const std::string&>();
+  if (salt.empty() || salt.size() > 1024) {
+    return ApiError::Invalid("'cache_salt' must be a non-empty string of at most 1024 bytes",
+                             "cache_salt");
+  }
+  *out = salt;
   return std::nullopt;
 }
 

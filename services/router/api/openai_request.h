@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "nlohmann/json.hpp"
 #include "api/api_error.h"
 #include "tandem/engine/sampling.h"
 
@@ -27,7 +28,12 @@ struct OpenAiRequest {
   bool stream = false;
   bool include_usage = false;
   bool return_token_ids = false;  // extension: ids of the prompt and the output in the choice
+  std::string cache_salt;  // as vLLM's: prefixes are shared only with the same salt (and tenant)
 };
+
+// `cache_salt` of a request body, validated: absent (""), or a non-empty string of at most 1024
+// bytes. The field name for the error is "cache_salt".
+std::optional<ApiError> ParseCacheSalt(const nlohmann::json* value, std::string* out);
 
 // Parses and validates a request body; the error names the offending field.
 std::optional<ApiError> ParseOpenAiRequest(absl::string_view body, OpenAiRequest* out);

@@ -4,6 +4,7 @@
 #include "absl/strings/str_format.h"
 #include "api/recipe_format.h"
 #include "api/request_job.h"
+#include "tandem/security/cache_salt.h"
 #include "api/protocol_errors.h"
 #include "tandem/base/status_macros.h"
 #include "tandem/recipe/errors.h"
@@ -122,6 +123,18 @@ absl::StatusOr<ProtocolApi::Prepared> ProtocolApi::Prepare(recipe::Protocol prot
     json["max_tokens"] = json["max_completion_tokens"];
   }
   Prepared prepared;
+  if (auto salt = json.find("cache_salt"); salt != json.end()) {
+    if (!salt->is_null()) {
+      if (!salt->is_string() || salt->get_ref<const std::string&>().empty() ||
+          salt->get_ref<const std::string&>().size() > 1024) {
+        return recipe::ConversionFailure(
+            400, "invalid_request_error",
+            "'cache_salt' must be a non-empty string of at most 1024 bytes", "cache_salt");
+      }
+      prepared.cache_salt = salt->get<std::string>();
+    }
+    json.erase(salt);
+  }
   TANDEM_ASSIGN_OR_RETURN(prepared.request, Convert(protocol, json, conversion_));
   recipe::ConversationRequest& request = prepared.request;
   for (const recipe::Message& message : request.conversation.messages) {
@@ -225,6 +238,9 @@ http::HandlerResult ProtocolApi::Handle(recipe::Protocol protocol, const http::R
   setup.stream = prepared->request.stream;
   setup.limits = std::move(lease);
   setup.response_headers = std::move(limit_headers);
+  SaltKvChain(&setup, security::RequestKvHashRoot(options_.isolate_tenant_cache,
+                                                  principal != nullptr ? principal->tenant : "",
+                                                  prepared->cache_salt));
   std::vector<std::int32_t> stop_ids = sampling.stop_token_ids;
   if (!sampling.ignore_eos) stop_ids.push_back(deps_.tokenizer.tokenizer->eos_id());
   // Stop sequences are the parser's: they apply to answer text only, never to reasoning or markup.

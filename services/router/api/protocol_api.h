@@ -36,6 +36,7 @@ class ProtocolApi {
     std::string served_model;
     ChatFormat format = ChatFormat::kPlain;
     std::chrono::milliseconds request_timeout{600000};
+    bool isolate_tenant_cache = false;  // each tenant's prompts salt their own KV chains
   };
   struct Deps {
     TokenizerSetup tokenizer;
@@ -60,6 +61,7 @@ class ProtocolApi {
   struct Prepared {
     recipe::ConversationRequest request;
     std::vector<std::int32_t> prompt;
+    std::string cache_salt;  // the body's cache_salt (vLLM's field), taken out before conversion
   };
   // The body as a JSON object, or the error that it is not one.
   static absl::StatusOr<nlohmann::ordered_json> ParseBody(absl::string_view body);

@@ -2,6 +2,13 @@
 
 namespace tandem::router {
 
+void SaltKvChain(JobSetup* setup, std::uint64_t kv_hash_root) {
+  if (kv_hash_root == 0) return;
+  setup->generation.sampling.set_kv_hash_root(kv_hash_root);
+  setup->rooted_selector = std::make_unique<RootedSelector>(setup->run.selector, kv_hash_root);
+  setup->run.selector = setup->rooted_selector.get();
+}
+
 RequestJob::RequestJob(JobSetup setup, std::unique_ptr<ResponseFormat> format)
     : setup_(std::move(setup)),
       format_(std::move(format)),

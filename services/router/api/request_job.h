@@ -37,7 +37,13 @@ struct JobSetup {
   // Settled with the tokens used when the generation ends, released once the answer is out.
   std::unique_ptr<TenantLimits::Lease> limits;
   std::vector<http::Header> response_headers;  // the rate-limit headers
+  // A salted request's selector (its KV chain root), which `run.selector` then points to.
+  std::unique_ptr<WorkerSelector> rooted_selector;
 };
+
+// Salts `setup`'s KV chain with `kv_hash_root` (0: unsalted, nothing changes): the workers store
+// and look up its blocks under that root, and the router's prefix index matches it the same way.
+void SaltKvChain(JobSetup* setup, std::uint64_t kv_hash_root);
 
 // The one request path of every generation endpoint: waits for its turn, runs on workers
 // (RunAdmitted) and answers through the protocol's ResponseFormat: a whole response, or a stream

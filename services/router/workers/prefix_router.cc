@@ -244,8 +244,9 @@ void PrefixRouter::SetAvailabilityLocked(WorkerMask available) {
   }
 }
 
-std::vector<BlockHash> PrefixRouter::BlockHashes(std::span<const std::int32_t> prompt) const {
-  return ChainedBlockHashes(prompt, static_cast<std::size_t>(options_.block_size));
+std::vector<BlockHash> PrefixRouter::BlockHashes(std::span<const std::int32_t> prompt,
+                                                 std::uint64_t kv_hash_root) const {
+  return ChainedBlockHashes(prompt, static_cast<std::size_t>(options_.block_size), kv_hash_root);
 }
 
 int PrefixRouter::NewTicket(const Ticket& ticket) {
@@ -272,11 +273,12 @@ bool PrefixRouter::TicketLive(int ticket) const {
 
 absl::StatusOr<PrefixRouter::Choice> PrefixRouter::Choose(std::span<const std::int32_t> prompt,
                                                           const Candidates& candidates,
-                                                          std::int64_t max_output_tokens) {
+                                                          std::int64_t max_output_tokens,
+                                                          std::uint64_t kv_hash_root) {
   // Hashing outside the lock, into a stack buffer for prompts of usual length: no allocation.
   const auto block_size = static_cast<std::size_t>(options_.block_size);
   absl::InlinedVector<BlockHash, kInlineChainBlocks> chain(prompt.size() / block_size);
-  ChainedBlockHashesInto(prompt, block_size, 0, std::span(chain.data(), chain.size()));
+  ChainedBlockHashesInto(prompt, block_size, kv_hash_root, std::span(chain.data(), chain.size()));
   absl::MutexLock lock(&mu_);
   // Views, not shared_ptr copies: only the chosen workers' entries are copied (refcounts are
   // atomic), and the candidates outlive this call.

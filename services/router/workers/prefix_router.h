@@ -79,8 +79,10 @@ class PrefixRouter {
     // The prefill must wait for its turn (AwaitPrefillTurn) before it starts.
     bool held = false;
   };
+  // `kv_hash_root`: the parent of the prompt's first block (a cache salt's root; 0: unsalted), so
+  // a salted prompt matches only blocks its salt stored.
   absl::StatusOr<Choice> Choose(std::span<const std::int32_t> prompt, const Candidates& candidates,
-                                std::int64_t max_output_tokens = 0);
+                                std::int64_t max_output_tokens = 0, std::uint64_t kv_hash_root = 0);
 
   // Ends the accounting of a dispatched prefill: measured, when the worker answered, else without
   // a speed sample (it failed or the request was cancelled first).
@@ -94,7 +96,8 @@ class PrefixRouter {
   void DecodeFinished(int ticket);
 
   // Chained hashes of the prompt's full blocks (what workers publish for the same tokens).
-  std::vector<routing::BlockHash> BlockHashes(std::span<const std::int32_t> prompt) const;
+  std::vector<routing::BlockHash> BlockHashes(std::span<const std::int32_t> prompt,
+                                              std::uint64_t kv_hash_root = 0) const;
 
   // For tests and metrics.
   bool Routable(const std::string& worker_id);

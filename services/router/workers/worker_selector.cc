@@ -114,8 +114,9 @@ absl::StatusOr<WorkerPlan> LeastLoadedSelector::Select(const std::string& model,
   return NoWorkersError(model, prefill.size(), decode.size());
 }
 
-absl::StatusOr<WorkerPlan> PolicySelector::Select(const std::string& model,
-                                                  std::span<const std::int32_t> prompt) {
+absl::StatusOr<WorkerPlan> PolicySelector::SelectRooted(const std::string& model,
+                                                        std::span<const std::int32_t> prompt,
+                                                        std::uint64_t kv_hash_root) {
   PrefixRouter::Candidates candidates;
   candidates.prefill = registry_->Healthy(model, v1::WORKER_ROLE_PREFILL);
   candidates.decode = registry_->Healthy(model, v1::WORKER_ROLE_DECODE);
@@ -125,7 +126,7 @@ absl::StatusOr<WorkerPlan> PolicySelector::Select(const std::string& model,
     candidates.decode.clear();
     if (candidates.prefill.empty()) return NoWorkersError(model, prefill, decode);
   }
-  absl::StatusOr<PrefixRouter::Choice> choice = router_->Choose(prompt, candidates);
+  absl::StatusOr<PrefixRouter::Choice> choice = router_->Choose(prompt, candidates, 0, kv_hash_root);
   if (!choice.ok()) return choice.status();
 
   WorkerPlan plan;

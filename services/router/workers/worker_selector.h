@@ -32,6 +32,33 @@ class WorkerSelector {
   // one (a request is validated on arrival but placed only when its turn comes). Unavailable
   // when no healthy workers serve `model`.
   virtual absl::StatusOr<int> MaxContext(const std::string& model) = 0;
+  // Select for a request whose KV block chain starts from `kv_hash_root` (a cache salt, see
+  // SamplingParams.kv_hash_root): prefix matches are looked up under that chain. Selectors
+  // without a prefix index ignore it.
+  virtual absl::StatusOr<WorkerPlan> SelectRooted(const std::string& model,
+                                                  std::span<const std::int32_t> prompt,
+                                                  std::uint64_t kv_hash_root) {
+    return Select(model, prompt);
+  }
+};
+
+// One salted request's view of a selector: Select is `inner`'s SelectRooted with the request's
+// root. The API layer hands it to the request's dispatch in place of the shared selector.
+class RootedSelector final : public WorkerSelector {
+ public:
+  RootedSelector(WorkerSelector* inner, std::uint64_t kv_hash_root)
+      : inner_(inner), root_(kv_hash_root) {}
+  absl::StatusOr<WorkerPlan> Select(const std::string& model,
+                                    std::span<const std::int32_t> prompt) override {
+    return inner_->SelectRooted(model, prompt, root_);
+  }
+  absl::StatusOr<int> MaxContext(const std::string& model) override {
+    return inner_->MaxContext(model);
+  }
+
+ private:
+  WorkerSelector* const inner_;
+  const std::uint64_t root_;
 };
 
 // MaxContext over the healthy pool a plan is drawn from: prefill + decode when both have
@@ -63,7 +90,12 @@ class PolicySelector final : public WorkerSelector {
   PolicySelector(WorkerRegistry* registry, PrefixRouter* router)
       : registry_(registry), router_(router) {}
   absl::StatusOr<WorkerPlan> Select(const std::string& model,
-                                    std::span<const std::int32_t> prompt) override;
+                                    std::span<const std::int32_t> prompt) override {
+    return SelectRooted(model, prompt, 0);
+  }
+  absl::StatusOr<WorkerPlan> SelectRooted(const std::string& model,
+                                          std::span<const std::int32_t> prompt,
+                                          std::uint64_t kv_hash_root) override;
   absl::StatusOr<int> MaxContext(const std::string& model) override {
     return PoolMaxContext(registry_, model);
   }

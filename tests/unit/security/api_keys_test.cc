@@ -103,3 +103,32 @@ TEST(ApiKeySetTest, FileLineRoundTrips) {
 
 }  // namespace
 }  // namespace tandem::security
+
+#include "tandem/security/cache_salt.h"
+
+namespace tandem::security {
+namespace {
+
+TEST(CacheSaltTest, RootsSeparateTenantsAndSalts) {
+  EXPECT_EQ(RequestKvHashRoot(false, "acme", ""), 0u) << "shared and no salt: unsalted";
+  EXPECT_EQ(RequestKvHashRoot(true, "", ""), 0u) << "no tenant (no keys), no salt";
+  const std::uint64_t acme = RequestKvHashRoot(true, "acme", "");
+  const std::uint64_t beta = RequestKvHashRoot(true, "beta", "");
+  EXPECT_NE(acme, 0u);
+  EXPECT_NE(acme, beta);
+  EXPECT_EQ(acme, RequestKvHashRoot(true, "acme", "")) << "stable";
+  // A client's own salt is combined with its tenant: naming another tenant's name as the salt,
+  // or that tenant's salt, never yields that tenant's root.
+  EXPECT_NE(RequestKvHashRoot(true, "beta", "acme"), acme);
+  EXPECT_NE(RequestKvHashRoot(true, "beta", "s1"), RequestKvHashRoot(true, "acme", "s1"));
+  EXPECT_NE(RequestKvHashRoot(true, "acme", "s1"), acme);
+  // Shared mode: the salt alone, as vLLM's cache_salt.
+  EXPECT_EQ(RequestKvHashRoot(false, "acme", "s1"), RequestKvHashRoot(false, "beta", "s1"));
+  EXPECT_NE(RequestKvHashRoot(false, "acme", "s1"), 0u);
+  // No ambiguity between the tenant and salt parts.
+  EXPECT_NE(RequestKvHashRoot(true, "ab", "c"), RequestKvHashRoot(true, "a", "bc"));
+  EXPECT_NE(CacheSaltRoot(""), 0u);
+}
+
+}  // namespace
+}  // namespace tandem::security

@@ -20,7 +20,7 @@ struct KvCacheEvent {
   enum class Kind : std::uint8_t { kStored, kEvicted };
   Kind kind = Kind::kStored;
   std::uint64_t block_hash = 0;
-  std::uint64_t parent_hash = 0;  // 0 for a sequence's first block
+  std::uint64_t parent_hash = 0;  // a sequence's first block: its BlockTable::root (0 unsalted)
   std::int32_t block_id = 0;
 };
 using KvCacheEventListener = std::function<void(const KvCacheEvent&)>;
@@ -47,6 +47,9 @@ struct BlockTable {
   // Opaque to the BlockManager, stored with the blocks this table registers and handed back on
   // eviction (the engine keeps the request's traffic class here).
   std::uint8_t tag = 0;
+  // Parent hash of the first block (SamplingParams::kv_hash_root): blocks are found and
+  // registered under chains that start from it.
+  std::uint64_t root = 0;
 };
 
 struct BlockManagerConfig {
@@ -108,7 +111,8 @@ class BlockManager {
     std::vector<std::uint64_t> hashes;
     int num_evictable = 0;  // of `blocks`, how many currently have no user (count as free)
   };
-  PrefixMatch FindCachedPrefix(std::span<const std::int32_t> tokens) const;
+  // `root`: the chain's first parent (BlockTable::root).
+  PrefixMatch FindCachedPrefix(std::span<const std::int32_t> tokens, std::uint64_t root = 0) const;
 
   // Attaches a match to an empty table (reference counts up); returns the cached token count.
   int AcquirePrefix(const PrefixMatch& match, BlockTable* table);

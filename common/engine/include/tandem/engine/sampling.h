@@ -35,6 +35,11 @@ struct SamplingParams {
   // the same parameters samples the same tokens on every run and machine. Supply a seed to make
   // samples independent of the id.
   absl::optional<std::uint64_t> seed;
+  // Parent of the first KV block's chained hash: 0 for shared prefixes; a cache salt's root
+  // (CacheSaltRoot) keeps the request's blocks apart from every other salt's, so requests of
+  // different tenants never reuse, or time, each other's cached prefixes. Not a sampling
+  // parameter, but it travels with them (the router's dispatch forwards them whole).
+  std::uint64_t kv_hash_root = 0;
 };
 
 // Checks ranges (temperature >= 0, 0 < top_p <= 1, 0 <= min_p <= 1, repetition_penalty > 0,
