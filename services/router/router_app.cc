@@ -2,7 +2,9 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <iostream>
 #include <thread>
 
@@ -90,11 +92,36 @@ int RunRouterMain(int argc, char** argv) {
     }
   });
 
-  const int sig = stop.Wait();
+  // The drain (docs/deployment.md): readiness fails at once so the Service stops sending; what
+  // still arrives while endpoints catch up is served; in-flight generations finish, bounded by
+  // --drain-timeout-ms; then what is left is cancelled and the router exits 0. A second SIGTERM
+  // changes nothing; SIGINT stops at once.
+  int sig = stop.Wait();
+  const auto drain_start = std::chrono::steady_clock::now();
+  const auto drain_deadline =
+      drain_start + std::chrono::milliseconds(std::max(0, cfg.drain_timeout_ms));
+  std::cerr << "router draining (signal " << sig << "): up to " << cfg.drain_timeout_ms
+            << " ms for in-flight generations\n";
+  (*server)->Drain(drain_deadline, [&] {
+    if (sig == SIGINT) return true;
+    if (auto again = stop.WaitFor(std::chrono::milliseconds(50)); again && *again == SIGINT) {
+      sig = SIGINT;
+    }
+    return sig == SIGINT;
+  });
+  const auto drain_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::steady_clock::now() - drain_start)
+                            .count();
+  const int left = (*server)->active_requests();
+  if (left == 0) {
+    std::cerr << "router drained in " << drain_ms << " ms\n";
+  } else {
+    std::cerr << "router drain ended after " << drain_ms << " ms with " << left
+              << " generations left; they are cancelled\n";
+  }
   stopping.store(true);
   reloader.join();
-  std::cerr << "router stopping (signal " << sig << ")\n";
-  (*server)->Shutdown(absl::Seconds(5));
+  (*server)->Shutdown(absl::ZeroDuration());
   return 0;
 }
 

@@ -45,6 +45,11 @@ void BindRouterFlags(config::FlagSet* f, RouterConfig* c) {
          "times one generation is resumed on other workers after the one serving it is lost "
          "(died, lease ran out, shut down); beyond, the stream ends with an error event",
          "TANDEM_ROUTER_MAX_MIGRATIONS");
+  f->Int("drain-timeout-ms", &c->drain_timeout_ms,
+         "on SIGTERM: /ready answers 503 at once (new requests are still served while the load "
+         "balancer catches up), and the router exits when no generation is in flight or after "
+         "this long, cancelling what is left; keep it below terminationGracePeriodSeconds",
+         "TANDEM_ROUTER_DRAIN_TIMEOUT_MS");
   f->Int("worker-lease-ms", &c->worker_lease_ms, "a worker without a heartbeat for this long is down",
          "TANDEM_ROUTER_WORKER_LEASE_MS");
   f->Int("kv-block-size", &c->kv_block_size, "tokens per KV block every worker must use",

@@ -23,6 +23,9 @@ struct RouterConfig {
   int max_queue_length = 4096;    // queued beyond max_in_flight; beyond: 429 with Retry-After
   int max_queue_wait_ms = 30000;  // refuse (429) when the predicted queue wait exceeds it
   int max_migrations = 3;         // resumptions of one generation after lost workers
+  // On SIGTERM: readiness fails at once, requests still arriving are served, and the router exits
+  // once no generation is in flight or after this long (what is left is cancelled).
+  int drain_timeout_ms = 45000;
   int worker_lease_ms = 3000;     // no heartbeat within it: the worker is down
   int kv_block_size = 16;         // workers with another block size are refused
   std::string kv_hash_scheme = "chained-fnv1a-splitmix64/v1";  // and another hash scheme

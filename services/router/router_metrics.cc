@@ -70,6 +70,11 @@ absl::StatusOr<RouterMetrics> RouterMetrics::Create(metrics::Registry* r) {
                                "Generations that failed because workers were lost more than "
                                "--max-migrations times.")));
   TANDEM_ASSIGN_OR_RETURN(
+      m.draining,
+      Unlabelled(r->AddGauge("tandem_router_draining",
+                             "1 from SIGTERM until exit: /ready answers 503, in-flight "
+                             "generations finish (bounded by --drain-timeout-ms).")));
+  TANDEM_ASSIGN_OR_RETURN(
       m.drain_refusals,
       Unlabelled(r->AddCounter("tandem_router_drain_refusals_total",
                                "Attempts a worker refused because it had begun draining before "

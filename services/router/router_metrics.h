@@ -28,6 +28,7 @@ struct RouterMetrics {
   metrics::Counter* migration_failures = nullptr;  // lost past --max-migrations
   metrics::Counter* drain_refusals = nullptr;      // placed again: the worker had begun draining
   metrics::Gauge* active_streams = nullptr;   // open SSE responses
+  metrics::Gauge* draining = nullptr;         // 1 from SIGTERM until exit
   metrics::Family<metrics::Gauge>* worker_load = nullptr;  // {worker, role}
   metrics::Family<metrics::Gauge>* worker_up = nullptr;    // {worker, role}
   metrics::Family<metrics::Gauge>* worker_draining = nullptr;  // {worker, role}

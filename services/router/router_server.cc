@@ -152,7 +152,8 @@ absl::Status RouterServer::Init() {
                              .metrics_registry = &metrics_registry_,
                              .metrics = &metrics_,
                              .auth = auth_.get(),
-                             .serve_metrics = cfg.metrics_listen.empty()};
+                             .serve_metrics = cfg.metrics_listen.empty(),
+                             .draining = &draining_};
   TANDEM_RETURN_IF_ERROR(InstallRoutes(&routes, route_deps));
   if (!cfg.metrics_listen.empty()) {
     TANDEM_ASSIGN_OR_RETURN(HostPort ops_addr, ParseHostPort("metrics-listen", cfg.metrics_listen));
@@ -201,6 +202,20 @@ void RouterServer::SweepLeases() {
     registry_->ExpireLeases();
     mu_.Lock();
   }
+}
+
+void RouterServer::BeginDrain() {
+  if (draining_.exchange(true)) return;
+  if (metrics_.draining != nullptr) metrics_.draining->Set(1);
+}
+
+bool RouterServer::Drain(std::chrono::steady_clock::time_point deadline,
+                         const std::function<bool()>& interrupted) {
+  BeginDrain();
+  while (active_requests() > 0 && std::chrono::steady_clock::now() < deadline) {
+    if (interrupted()) break;
+  }
+  return active_requests() == 0;
 }
 
 void RouterServer::Shutdown(absl::Duration grace) {

@@ -1,5 +1,9 @@
 #pragma once
 
+#include <atomic>
+#include <chrono>
+#include <functional>
+
 #include <memory>
 #include <string>
 #include <thread>
@@ -49,6 +53,14 @@ class RouterServer {
   PrefixRouter& prefix_router() { return *prefix_router_; }
   const metrics::Registry& metrics_registry() const { return metrics_registry_; }
   int active_requests() const { return admission_ == nullptr ? 0 : admission_->active(); }
+  // The drain's first step (SIGTERM): /ready fails so the load balancer stops sending; requests
+  // that still arrive are served. Idempotent.
+  void BeginDrain();
+  // BeginDrain, then waits until no generation is in flight (queued or running), the deadline,
+  // or `interrupted()` (called between looks; it may block briefly). True when none is left.
+  bool Drain(std::chrono::steady_clock::time_point deadline,
+             const std::function<bool()>& interrupted);
+  bool draining() const { return draining_.load(); }
 
   // Lets generations finish for up to `grace`, cancels the rest, then stops both servers and
   // joins every thread. Idempotent.
@@ -86,6 +98,7 @@ class RouterServer {
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<bool> draining_{false};
   std::thread sweeper_;
 };
 

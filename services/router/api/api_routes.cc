@@ -32,6 +32,10 @@ absl::Status InstallProbes(http::Router* router, const RouteDeps& deps) {
     return http::HandlerResult(Counted(deps, "/health", http::Response::Text(200, "ok\n")));
   }));
   TANDEM_RETURN_IF_ERROR(router->Handle("GET", "/ready", [deps](const http::Request&) {
+    if (deps.draining != nullptr && deps.draining->load()) {
+      return http::HandlerResult(
+          Counted(deps, "/ready", http::Response::Text(503, "draining\n")));
+    }
     const WorkerRegistry::Readiness ready = deps.registry->Ready(deps.served_model);
     http::Response response = ready.ready ? http::Response::Text(200, "ready\n")
                                           : http::Response::Text(503, ready.reason + "\n");

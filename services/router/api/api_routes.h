@@ -1,5 +1,7 @@
 #pragma once
 
+#include <atomic>
+
 #include <cstdint>
 #include <string>
 
@@ -25,6 +27,8 @@ struct RouteDeps {
   // operations listener's) needs a key. Null: served to anyone.
   const ApiKeyAuth* auth = nullptr;
   bool serve_metrics = true;  // false: /metrics lives on its own listener (--metrics-listen)
+  // Set once the router began its drain (SIGTERM): /ready answers 503. Null: never.
+  const std::atomic<bool>* draining = nullptr;
 };
 
 // The router's HTTP surface: the OpenAI and Anthropic endpoints, /v1/models, /health, /ready and /metrics.
