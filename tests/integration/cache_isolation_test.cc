@@ -4,6 +4,8 @@
 // (so the router's prefix index and the workers agree on the salted block hashes); an explicit
 // cache_salt splits a tenant's cache further; --prefix-cache-isolation shared shares again.
 
+#include <signal.h>
+
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -132,6 +134,52 @@ TEST_F(CacheIsolationTest, TenantsNeverHitEachOthersPrefixesAndEachHitsItsOwn) {
     EXPECT_GT(Cached(kKeyA, prompt, "private"), 0);
     EXPECT_EQ(Cached(kKeyB, prompt, "private"), 0) << "the same salt under another tenant";
   }
+}
+
+// The key file re-read on a real SIGHUP to the router process: a revoked key is refused from
+// then on while its stream already running finishes; a new key is served.
+TEST_F(CacheIsolationTest, SighupRevokesAndAddsKeysWhileARevokedKeysStreamFinishes) {
+  ASSERT_NO_FATAL_FAILURE(StartCluster("auto"));
+  HttpConnection stream(router_.ports[0]);
+  const std::string body =
+      json{{"prompt", Prompt(3)}, {"max_tokens", 60}, {"temperature", 0}, {"stream", true}}.dump();
+  ASSERT_TRUE(stream.Send("POST /v1/completions HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " +
+                          std::string(kKeyA) + "\r\nContent-Type: application/json\r\n"
+                          "Content-Length: " + std::to_string(body.size()) +
+                          "\r\nConnection: close\r\n\r\n" + body));
+  HttpResponse head;
+  ASSERT_TRUE(stream.ReadHead(&head));
+  ASSERT_NE(head.headers.find(" 200 "), std::string::npos) << head.headers;
+
+  {
+    std::ofstream keys(dir_ / "keys.jsonl.new");
+    keys << json{{"key_sha256", Sha256Hex(kKeyB)}, {"tenant", "tenant-b"}}.dump() << "\n"
+         << json{{"key_sha256", Sha256Hex("tdm-new-key")}, {"tenant", "tenant-c"}}.dump() << "\n";
+  }
+  fs::rename(dir_ / "keys.jsonl.new", dir_ / "keys.jsonl");
+  ASSERT_EQ(::kill(router_.process.pid(), SIGHUP), 0);
+  auto status = [&](const std::string& key) {
+    HttpConnection c(router_.ports[0]);
+    const std::string text = json{{"prompt", "Hi"}, {"max_tokens", 2}}.dump();
+    c.Send("POST /v1/completions HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " + key +
+           "\r\nContent-Type: application/json\r\nContent-Length: " +
+           std::to_string(text.size()) + "\r\nConnection: close\r\n\r\n" + text);
+    HttpResponse r;
+    if (!c.ReadHead(&r)) return 0;
+    r.body = c.ReadWholeBody();
+    return r.status;
+  };
+  const auto deadline = Clock::now() + seconds(5);
+  while (status(kKeyA) != 401 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  EXPECT_EQ(status(kKeyA), 401) << router_.process.log();
+  EXPECT_EQ(status("tdm-new-key"), 200);
+  EXPECT_EQ(status(kKeyB), 200);
+  const std::string rest = stream.ReadWholeBody();
+  EXPECT_NE(rest.find("data: [DONE]"), std::string::npos) << "the revoked key's stream was cut";
+  EXPECT_TRUE(router_.process.running()) << "SIGHUP must not stop the router";
+  EXPECT_NE(router_.process.log().find("SIGHUP: API keys re-read"), std::string::npos);
 }
 
 TEST_F(CacheIsolationTest, SharedModeSharesPrefixesAcrossTenants) {
