@@ -210,7 +210,7 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* WorkerService::Generate(
   std::shared_ptr<GenerateStream> stream = GenerateStream::Create(
       loop_, &outbox_,
       GenerateStream::Options{.request_id = request->request_id(),
-                              .deadline_unix_ms = request->deadline_unix_ms(),
+                              .deadline_unix_ms = static_cast<std::int64_t>(request->deadline_unix_ms()),
                               .first_token_credit = first_token_credit},
       GenerateStream::Counters{.rpcs_in_flight = &rpcs_in_flight_,
                                .active_streams = &active_streams_,
