@@ -207,10 +207,11 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* WorkerService::Generate(
     grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
   // A handed-off request's first token was counted by prefill, not by this engine.
   const int first_token_credit = request->handoff_id().empty() ? 0 : 1;
+  const auto deadline_unix_ms = static_cast<std::int64_t>(request->deadline_unix_ms());
   std::shared_ptr<GenerateStream> stream = GenerateStream::Create(
       loop_, &outbox_,
       GenerateStream::Options{.request_id = request->request_id(),
-                              .deadline_unix_ms = static_cast<std::int64_t>(request->deadline_unix_ms()),
+                              .deadline_unix_ms = deadline_unix_ms,
                               .first_token_credit = first_token_credit},
       GenerateStream::Counters{.rpcs_in_flight = &rpcs_in_flight_,
                                .active_streams = &active_streams_,
