@@ -37,8 +37,9 @@ import json, sys, time
 from vllm import LLM, SamplingParams
 from vllm.inputs import TokensPrompt
 model, dtype, pp, tg, repeats = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+# No prefix caching: the same prompt is timed repeatedly, and a cached prefix is not a prefill.
 llm = LLM(model=model, dtype=dtype, max_model_len=max(pp, tg) + 16, max_num_seqs=1,
-          max_num_batched_tokens=max(pp, 2048), seed=0)
+          max_num_batched_tokens=max(pp, 2048), seed=0, enable_prefix_caching=False)
 def timed(prompt, n):
     sp = SamplingParams(max_tokens=n, temperature=0, ignore_eos=True)
     t = time.perf_counter()

@@ -35,6 +35,7 @@ setup_vllm() {
   # dependencies, then its requirements with the pin relaxed to PyPI's torch 2.13.0 (which brings
   # CUDA libraries it never loads here) and without the extras.
   "$pip" install -q --no-deps "$wheel"
+  "$pip" install -q packaging
   "$peers/venv/bin/python" - "$wheel" > "$peers/vllm-reqs.txt" <<'PY'
 import sys, zipfile
 from packaging.requirements import Requirement
