@@ -6,6 +6,7 @@
 #include "grpcpp/create_channel.h"
 #include "workers/prefix_router.h"
 #include "router_fixture.h"
+#include "tandem/security/cache_salt.h"
 #include "unconnected_worker.h"
 
 namespace tandem::router::testing {
@@ -163,6 +164,47 @@ TEST_F(PrefixRoutingTest, RequestsFollowTheBlocksWorkersPublish) {
   KvStream p1_events(router_->control_port());
   EXPECT_EQ(p1_events.Send(Stored(p1_->Info(), 1, {hashes[0], hashes[1], hashes[2]})).acked_seq(), 1u);
   EXPECT_EQ(Route(), p1_);
+  ExpectNothingInFlight();
+}
+
+// A salted request (cache_salt; with API keys also the tenant) is routed by the blocks published
+// under its salted chain only, the chain the workers are told to use (kv_hash_root): the router's
+// index and the workers agree on the salted hashes.
+TEST_F(PrefixRoutingTest, SaltedRequestsFollowOnlyTheBlocksOfTheirSaltedChain) {
+  StartCluster();
+  const auto unsalted = PromptHashes();
+  const auto first = Route();
+  ASSERT_NE(first, nullptr);
+  FakeWorker* other = first == p1_ ? p2_ : p1_;
+  const v1::PrefillRequest prefill = first->last_prefill();
+  const auto& ids = prefill.prompt_token_ids();
+  const std::uint64_t root = security::RequestKvHashRoot(false, "", "s1");
+  ASSERT_NE(root, 0u);
+  const auto salted = router_->prefix_router().BlockHashes(
+      std::vector<std::int32_t>(ids.begin(), ids.end()), root);
+  ASSERT_EQ(salted.size(), 5u);
+  for (std::size_t i = 0; i < salted.size(); ++i) EXPECT_NE(salted[i], unsalted[i]);
+
+  // `first` publishes the unsalted chain, `other` the salted one (as a worker computes it from
+  // kv_hash_root): each request follows the blocks of its own chain.
+  KvStream events(router_->control_port());
+  ASSERT_FALSE(events.Send(Snapshot(other->Info(), 1, salted)).resend_snapshot());
+  KvStream first_events(router_->control_port());
+  ASSERT_FALSE(first_events.Send(Snapshot(first->Info(), 1, unsalted)).resend_snapshot());
+  EXPECT_EQ(Route(), first) << "an unsalted request does not follow the salted blocks";
+  auto route_salted = [&](const std::string& salt) {
+    const int before = CountCalls(*other, "Prefill");
+    RawResponse r = Post("/v1/completions",
+                         {{"prompt", kPrompt}, {"max_tokens", 2}, {"cache_salt", salt}});
+    EXPECT_EQ(r.status, 200) << r.body;
+    return CountCalls(*other, "Prefill") > before;
+  };
+  EXPECT_TRUE(route_salted("s1")) << "the salted request follows its salted blocks";
+  EXPECT_EQ(other->last_prefill().sampling().kv_hash_root(), root) << "the worker salts the chain";
+  EXPECT_EQ(d_->last_generate().sampling().kv_hash_root(), root) << "so does the decode";
+  EXPECT_TRUE(route_salted("s1"));
+  EXPECT_EQ(Post("/v1/completions", {{"prompt", kPrompt}, {"cache_salt", ""}}).status, 400);
+  EXPECT_EQ(Post("/v1/completions", {{"prompt", kPrompt}, {"cache_salt", 7}}).status, 400);
   ExpectNothingInFlight();
 }
 
