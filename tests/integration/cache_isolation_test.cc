@@ -1,8 +1,7 @@
 // Tenant-isolated prefix cache as processes on loopback (issue 17, item 4): the router with API
 // keys of two tenants in front of two combined workers. The same long prompt from another tenant
-// gets no cached tokens; from the same tenant it does, routed back to the worker that holds it
-// (so the router's prefix index and the workers agree on the salted block hashes); an explicit
-// cache_salt splits a tenant's cache further; --prefix-cache-isolation shared shares again.
+// gets no cached tokens; from the same tenant it does; an explicit cache_salt splits a tenant's
+// cache further; --prefix-cache-isolation shared shares again.
 
 #include <signal.h>
 
@@ -120,9 +119,9 @@ class CacheIsolationTest : public ::testing::Test {
 
 TEST_F(CacheIsolationTest, TenantsNeverHitEachOthersPrefixesAndEachHitsItsOwn) {
   ASSERT_NO_FATAL_FAILURE(StartCluster("auto"));
-  // Three prompts: a same-tenant hit needs the router to send the repeat to the worker that has
-  // the blocks (of two), which it does only if its index holds the salted chain the worker
-  // published: a chance pass has probability 1/8.
+  // Three prompts, two workers. That the router routes a salted repeat by the salted chain the
+  // workers publish is PrefixRoutingTest.SaltedRequestsFollowOnlyTheBlocksOfTheirSaltedChain's
+  // (with equal loads the fallback places repeats on the same worker here anyway).
   for (int i = 0; i < 3; ++i) {
     SCOPED_TRACE("prompt " + std::to_string(i));
     const std::string prompt = Prompt(i);
