@@ -64,14 +64,17 @@ class CacheIsolationTest : public ::testing::Test {
     return std::string(buf, 64);
   }
 
-  void StartCluster(const std::string& isolation) {
+  void StartCluster(const std::string& isolation, bool disaggregated = false) {
     testing::StartProc(&router_, dir_, TANDEM_ROUTER_BIN, "router", kModel,
                        {"--http-listen", "127.0.0.1:0", "--control-listen", "127.0.0.1:0",
                         "--api-keys-file", (dir_ / "keys.jsonl").string(),
                         "--prefix-cache-isolation", isolation, "--routing-policy", "tandem"});
     for (int i = 0; i < 2; ++i) {
       workers_.push_back(std::make_unique<Proc>());
-      testing::StartProc(workers_.back().get(), dir_, TANDEM_WORKER_BIN,
+      const char* binary = !disaggregated ? TANDEM_WORKER_BIN
+                           : i == 0       ? TANDEM_PREFILL_BIN
+                                          : TANDEM_DECODE_BIN;
+      testing::StartProc(workers_.back().get(), dir_, binary,
                          "worker" + std::to_string(i), kModel,
                          {"--threads", "1", "--router",
                           "127.0.0.1:" + std::to_string(router_.ports[1]), "--heartbeat-ms",
@@ -179,6 +182,17 @@ TEST_F(CacheIsolationTest, SighupRevokesAndAddsKeysWhileARevokedKeysStreamFinish
   EXPECT_NE(rest.find("data: [DONE]"), std::string::npos) << "the revoked key's stream was cut";
   EXPECT_TRUE(router_.process.running()) << "SIGHUP must not stop the router";
   EXPECT_NE(router_.process.log().find("SIGHUP: API keys re-read"), std::string::npos);
+}
+
+// Prefill + decode: the prefill computes under the tenant's chain, the decode registers the KV
+// it receives under the same chain (both are sent the root).
+TEST_F(CacheIsolationTest, DisaggregatedTenantsNeverHitEachOthersPrefixes) {
+  ASSERT_NO_FATAL_FAILURE(StartCluster("auto", /*disaggregated=*/true));
+  const std::string prompt = Prompt(5);
+  EXPECT_EQ(Cached(kKeyA, prompt), 0);
+  EXPECT_GT(Cached(kKeyA, prompt), 0) << "the same tenant hits";
+  EXPECT_EQ(Cached(kKeyB, prompt), 0) << "another tenant must not";
+  EXPECT_GT(Cached(kKeyB, prompt), 0);
 }
 
 TEST_F(CacheIsolationTest, SharedModeSharesPrefixesAcrossTenants) {
