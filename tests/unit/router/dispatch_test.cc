@@ -86,6 +86,8 @@ TEST_F(RouterTest, PrefillFailureCancelsTheDecodeReservation) {
   RawResponse r = Post("/v1/completions", {{"prompt", "x"}, {"max_tokens", 3}});
   EXPECT_EQ(r.status, 502) << r.body;
   EXPECT_TRUE(json::parse(r.body)["error"].contains("message"));
+  // The Cancel is sent without waiting for it: the client's answer may come first.
+  ASSERT_TRUE(d->WaitForCall("Cancel", milliseconds(5000)));
   EXPECT_EQ(CallNames(*d), (std::vector<std::string>{"ReserveKv", "Cancel"}));
   ExpectNothingInFlight();
 }
