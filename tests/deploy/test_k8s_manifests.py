@@ -1,6 +1,7 @@
 """deploy/k8s: every overlay renders, every object is valid Kubernetes 1.31, and each stage keeps
 the lifecycle contract docs/deployment.md describes (probes on real endpoints, drain hook, grace
-period covering the drain deadline, bounded /dev/shm, a PDB, its own autoscaler).
+period covering the drain deadline, bounded /dev/shm, a PDB, its own autoscaler); with
+components/mtls, each stage's certificates come from its own Secret and TLS is mandatory.
 
 Run: .venv/bin/python -m pytest -q tests/deploy   (tests/run.sh does). Skips without kubectl.
 """
@@ -31,7 +32,12 @@ VARIANTS = {
     "dev-cpu+keda+monitoring": (["overlays/dev-cpu"], ["components/keda", "components/monitoring",
                                                        "components/without-encoder"]),
     "gpu-rdma+keda+monitoring": (["overlays/gpu-rdma"], ["components/keda", "components/monitoring"]),
+    # Mutual TLS on the control plane: certificates from Secrets, TLS mandatory.
+    "dev-cpu+mtls": (["overlays/dev-cpu"], ["components/mtls"]),
+    "gpu-rdma+keda+monitoring+mtls": (["overlays/gpu-rdma"], ["components/keda", "components/monitoring",
+                                                              "components/mtls"]),
 }
+MTLS = "components/mtls"
 WORKER_STAGES = ("prefill", "decode", "encoder")
 # Stages an overlay may leave out, and why.
 OPTIONAL_STAGES = {"encoder"}  # components/without-encoder: text-only models, no binary yet
@@ -346,4 +352,137 @@ def test_the_policy_catches_broken_manifests(tmp_path):
         bad = router_violations(objects)
         for stage in WORKER_STAGES:
             bad += stage_violations(objects, stage)
+        assert any(complaint in line for line in bad), f"{name}: not caught; got {bad}"
+
+
+# --- mutual TLS (components/mtls) ------------------------------------------------------------
+
+def tls_env_prefix(config_source: pathlib.Path) -> str:
+    """The environment prefix a binary's TLS flags read, from its source (BindTlsFlags)."""
+    found = re.findall(r'BindTlsFlags\(\s*\w+,\s*&[\w>.-]+,\s*"(\w+)"\)', config_source.read_text())
+    assert len(found) == 1, f"{config_source}: BindTlsFlags call not found ({found})"
+    return found[0] + "TLS_"
+
+
+TLS_ENV = {
+    "router": tls_env_prefix(ROOT / "services" / "router" / "router_config.cc"),
+    **{stage: tls_env_prefix(ROOT / "services" / "worker" / "worker_config.cc") for stage in WORKER_STAGES},
+}
+# env suffix -> the Secret key it must name (kubernetes.io/tls layout + ca.crt, as cert-manager).
+TLS_FILES = {"CERT": "tls.crt", "KEY": "tls.key", "CA": "ca.crt"}
+
+
+def truthy(value) -> bool:
+    # absl::SimpleAtob, which parses the flag.
+    return str(value).lower() in {"true", "t", "yes", "y", "1"}
+
+
+def tls_violations(objects) -> list[str]:
+    """Every stage present must read its certificate, key and CA from its own Secret, mounted
+    read-only and not world-readable, and must refuse to run without them."""
+    bad = []
+    for stage in ("router",) + WORKER_STAGES:
+        dep = deployment(objects, stage)
+        if dep is None:
+            continue
+        spec = dep["spec"]["template"]["spec"]
+        c = spec["containers"][0]
+        env = env_of(c)
+        prefix = TLS_ENV[stage]
+        volumes = {v["name"]: v for v in spec.get("volumes", [])}
+        mounts = {m["mountPath"].rstrip("/"): m for m in c.get("volumeMounts", [])}
+        for suffix, key in TLS_FILES.items():
+            name = prefix + suffix
+            path = env.get(name, {}).get("value")
+            if not path:
+                bad.append(f"{stage}: {name} is not set")
+                continue
+            directory, _, file = path.rpartition("/")
+            mount = mounts.get(directory)
+            if mount is None:
+                bad.append(f"{stage}: {name}={path}: nothing is mounted at {directory}")
+                continue
+            if not mount.get("readOnly"):
+                bad.append(f"{stage}: {directory} is not mounted readOnly")
+            if mount.get("subPath"):
+                bad.append(f"{stage}: {directory} is a subPath mount (rotated files never arrive)")
+            secret = volumes.get(mount["name"], {}).get("secret")
+            if secret is None:
+                bad.append(f"{stage}: {directory} is not a Secret volume")
+                continue
+            if secret.get("secretName") != f"tandem-{stage}-tls":
+                bad.append(f"{stage}: mounts Secret {secret.get('secretName')}, "
+                           f"want tandem-{stage}-tls (one per stage)")
+            items = {i["path"]: i["key"] for i in secret.get("items", [])}
+            if (items.get(file, file) if items else file) != key:
+                bad.append(f"{stage}: {name} names {file}, which is not the Secret key {key}")
+            mode = secret.get("defaultMode", 0o644)
+            if mode & ~0o440:
+                bad.append(f"{stage}: Secret files mode {mode:o}: writable or world-readable")
+            if mode & 0o040 and spec.get("securityContext", {}).get("fsGroup") is None:
+                bad.append(f"{stage}: group-readable Secret files without an fsGroup")
+            if not mode & 0o040 and spec.get("securityContext", {}).get("runAsUser", 0) != 0:
+                bad.append(f"{stage}: Secret files mode {mode:o} are root-only; "
+                           f"the process runs as a non-root user")
+        if not truthy(env.get(prefix + "REQUIRED", {}).get("value", "false")):
+            bad.append(f"{stage}: {prefix}REQUIRED is not true (plaintext would be accepted)")
+        # Every dial is to a pod IP (workers' advertised status.podIP, the router-control
+        # Service's A records), which no certificate names.
+        if not env.get(prefix + "SERVER_NAME", {}).get("value"):
+            bad.append(f"{stage}: {prefix}SERVER_NAME is not set, and peers are dialled by pod IP")
+    return bad
+
+
+def test_tls_env_prefixes_are_read_from_the_sources():
+    assert TLS_ENV["router"] == "TANDEM_ROUTER_TLS_" and TLS_ENV["decode"] == "TANDEM_TLS_", TLS_ENV
+
+
+def test_the_mtls_component_mounts_certificates_and_makes_tls_mandatory(rendered):
+    variant, objects = rendered
+    if MTLS not in VARIANTS[variant][1]:
+        # Without the component the control plane stays plaintext (TLS is opt-in).
+        for stage in ("router",) + WORKER_STAGES:
+            dep = deployment(objects, stage)
+            if dep is not None:
+                env = env_of(dep["spec"]["template"]["spec"]["containers"][0])
+                assert not any(n.startswith(TLS_ENV[stage]) for n in env), f"{variant}: {stage}"
+        return
+    bad = tls_violations(objects)
+    assert not bad, f"{variant}:\n" + "\n".join(bad)
+    stages = [s for s in ("router",) + WORKER_STAGES if deployment(objects, s) is not None]
+    assert {"router", "prefill", "decode"} <= set(stages), f"{variant}: {stages}"
+    # The names each side expects: workers check the router's, the router the workers'.
+    router_env = env_of(deployment(objects, "router")["spec"]["template"]["spec"]["containers"][0])
+    worker_names = {env_of(deployment(objects, s)["spec"]["template"]["spec"]["containers"][0])
+                    [TLS_ENV[s] + "SERVER_NAME"]["value"] for s in stages if s != "router"}
+    assert len(worker_names) == 1, f"{variant}: workers expect different router names {worker_names}"
+    assert router_env[TLS_ENV["router"] + "SERVER_NAME"]["value"] not in worker_names, (
+        f"{variant}: the router and the workers expect the same certificate name: a worker's "
+        "certificate could pose as the router")
+
+
+def test_the_mtls_policy_catches_broken_manifests(tmp_path):
+    breakages = {
+        # (file under components/mtls, old, new, expected complaint)
+        "optional": ("worker-tls.yaml", "TANDEM_TLS_REQUIRED, value: \"true\"",
+                     "TANDEM_TLS_REQUIRED, value: \"false\"", "REQUIRED is not true"),
+        "writable": ("kustomization.yaml", "tandem-decode-tls, defaultMode: 0440",
+                     "tandem-decode-tls, defaultMode: 0666", "writable or world-readable"),
+        "shared-secret": ("kustomization.yaml", "secretName: tandem-prefill-tls",
+                          "secretName: tandem-decode-tls", "one per stage"),
+        "rw-mount": ("router-tls.yaml", "mountPath: /etc/tandem/tls, readOnly: true",
+                     "mountPath: /etc/tandem/tls, readOnly: false", "readOnly"),
+        "no-ca": ("worker-tls.yaml", "value: /etc/tandem/tls/ca.crt",
+                  "value: /etc/tandem/tls/ca.pem", "not the Secret key ca.crt"),
+        "no-name": ("router-tls.yaml", "TANDEM_ROUTER_TLS_SERVER_NAME, value: tandem-worker",
+                    "TANDEM_ROUTER_TLS_SERVER_NAME, value: \"\"", "SERVER_NAME is not set"),
+    }
+    for name, (path, old, new, complaint) in breakages.items():
+        scratch = tmp_path / name
+        shutil.copytree(K8S, scratch)
+        f = scratch / "components" / "mtls" / path
+        text = f.read_text()
+        assert old in text, f"{name}: the component changed; update this breakage ({old!r})"
+        f.write_text(text.replace(old, new, 1))
+        bad = tls_violations(render("dev-cpu+mtls", k8s=scratch))
         assert any(complaint in line for line in bad), f"{name}: not caught; got {bad}"
