@@ -98,7 +98,10 @@ absl::StatusOr<Json> ReadJsonFile(const std::string& path) {
 // Gives every FP8 tensor its scale grid (see SafetensorsCheckpoint).
 absl::Status AttachFp8Scales(const std::string& source, Fp8BlockSize block,
                              std::map<std::string, SafetensorsTensor>* tensors) {
-  for (auto& [name, t] : *tensors) {
+  for (auto& entry : *tensors) {
+    // Not a structured binding: clang 14 cannot capture those in the lambda below.
+    const std::string& name = entry.first;
+    SafetensorsTensor& t = entry.second;
     if (t.view.dtype != kernels::DType::kF8E4M3) continue;
     auto bad = [&](absl::string_view what) {
       return absl::InvalidArgumentError(absl::StrCat(source, ": FP8 tensor ", name, ": ", what));
