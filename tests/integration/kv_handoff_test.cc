@@ -192,6 +192,35 @@ TEST_F(KvHandoffTest, DecodeReclaimsBlocksReservedForAPrefillThatDied) {
   EXPECT_EQ(RunSplit("after-restart", {1, 403, 407, 261, 378}, 8).size(), 8u);
 }
 
+// A malformed Generate (the callback-API stream) ends at once with its own status, and the worker
+// keeps nothing: no call in flight, no stream, no request in the engine.
+TEST_F(KvHandoffTest, MalformedGenerateCallsEndWithTheirErrorAndLeaveNothing) {
+  StartWorker(&decode_, TANDEM_DECODE_BIN, "decode");
+  const auto generate = [&](const v1::GenerateRequest& request) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    auto reader = decode_.stub->Generate(&ctx, request);
+    v1::GenerateResponse message;
+    int messages = 0;
+    while (reader->Read(&message)) ++messages;
+    EXPECT_EQ(messages, 0);
+    return reader->Finish();
+  };
+  v1::GenerateRequest no_prompt;
+  no_prompt.set_request_id("no-prompt");
+  EXPECT_EQ(generate(no_prompt).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  v1::GenerateRequest unknown_handoff;
+  unknown_handoff.set_request_id("unknown-handoff");
+  unknown_handoff.add_prompt_token_ids(1);
+  unknown_handoff.set_handoff_id("decode/never-reserved");
+  unknown_handoff.mutable_sampling()->set_max_tokens(4);
+  EXPECT_NE(generate(unknown_handoff).error_code(), grpc::StatusCode::OK);
+  EXPECT_EQ(DecodeMetric("tandem_worker_rpcs_in_flight"), 0);
+  EXPECT_EQ(DecodeMetric("tandem_worker_active_requests"), 0);
+  EXPECT_EQ(DecodeMetric("tandem_worker_active_streams"), 0);
+  EXPECT_EQ(DecodeMetric("tandem_worker_kv_reserved_blocks"), 0);
+}
+
 TEST_F(KvHandoffTest, PrefillAgainstAMismatchedReservationFailsAndHoldsNothing) {
   StartWorker(&decode_, TANDEM_DECODE_BIN, "decode");
   StartWorker(&prefill_, TANDEM_PREFILL_BIN, "prefill");
