@@ -134,7 +134,8 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
   std::unique_ptr<KvReceiver> receiver;
   std::unique_ptr<KvSender> sender;
   if (role == v1::WORKER_ROLE_PREFILL || role == v1::WORKER_ROLE_DECODE) {
-    auto created = transport::CreateUcxAgent({cfg.ucx_transports});
+    auto created = transport::CreateUcxAgent(
+        {.transports = cfg.ucx_transports, .tcp_port_range = cfg.ucx_port_range});
     if (!created.ok()) return Fail(absl::StrCat("UCX: ", created.status().message()));
     agent = std::move(*created);
   }

@@ -37,6 +37,10 @@ void BindWorkerFlags(config::FlagSet* f, WorkerConfig* c) {
          "KV blocks reserved for a handoff are reclaimed after this", "TANDEM_HANDOFF_LEASE_MS");
   f->String("ucx-transports", &c->ucx_transports, "UCX transports (UCX_TLS syntax)",
             "TANDEM_UCX_TRANSPORTS");
+  f->String("ucx-port-range", &c->ucx_port_range,
+            "TCP ports UCX listens on for KV peers, LO-HI (open exactly these to the other "
+            "workers in the network policy); empty: any free port",
+            "TANDEM_UCX_PORT_RANGE");
   f->String("generation", &c->generation,
              "rollout generation (e.g. the image tag), reported to the router and in "
              "tandem_worker_build_info",

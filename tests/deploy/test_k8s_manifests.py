@@ -486,3 +486,152 @@ def test_the_mtls_policy_catches_broken_manifests(tmp_path):
         f.write_text(text.replace(old, new, 1))
         bad = tls_violations(render("dev-cpu+mtls", k8s=scratch))
         assert any(complaint in line for line in bad), f"{name}: not caught; got {bad}"
+
+
+# --- network policy: who may connect to which port ----------------------------------------------
+
+UCX_ENV = "TANDEM_UCX_PORT_RANGE"
+KV_STAGES = ("prefill", "decode")
+# A pod outside tandem (another tenant's workload, a compromised pod) and tandem's own stages.
+OUTSIDER = {"app.kubernetes.io/name": "other"}
+
+
+def stage_labels(stage: str) -> dict:
+    return {"app.kubernetes.io/name": "tandem", "app.kubernetes.io/component": stage}
+
+
+def label_selector_matches(selector: dict, labels: dict) -> bool:
+    """Kubernetes label-selector semantics (an empty selector matches everything)."""
+    for k, v in selector.get("matchLabels", {}).items():
+        if labels.get(k) != v:
+            return False
+    for expr in selector.get("matchExpressions", []):
+        key, op, values = expr["key"], expr["operator"], expr.get("values", [])
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and labels.get(key) in values:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+    return True
+
+
+def port_matches(rule_ports, port: int) -> bool:
+    if not rule_ports:
+        return True  # no ports: every port
+    for p in rule_ports:
+        lo = p.get("port")
+        if lo is None:
+            return True
+        if isinstance(lo, int) and lo <= port <= p.get("endPort", lo):
+            return True
+    return False
+
+
+def ingress_allowed(objects, dst_labels: dict, src_labels: dict, same_namespace: bool,
+                    port: int) -> bool:
+    """Whether the namespace's NetworkPolicies let a pod with src_labels (in the namespace, or
+    in an unlabelled one outside it) open `port` on a pod with dst_labels."""
+    policies = [p for p in by_kind(objects, "NetworkPolicy")
+                if label_selector_matches(p["spec"]["podSelector"], dst_labels)
+                and "Ingress" in p["spec"].get("policyTypes", ["Ingress"])]
+    if not policies:
+        return True  # not isolated
+    for policy in policies:
+        for rule in policy["spec"].get("ingress", []):
+            if not port_matches(rule.get("ports"), port):
+                continue
+            peers = rule.get("from")
+            if not peers:
+                return True  # from anywhere
+            for peer in peers:
+                if "ipBlock" in peer:
+                    return True  # treat any CIDR as reaching everything: too broad to reason about
+                ns_ok = (label_selector_matches(peer["namespaceSelector"], {})
+                         if "namespaceSelector" in peer else same_namespace)
+                pod_ok = label_selector_matches(peer.get("podSelector", {}), src_labels)
+                if ns_ok and pod_ok:
+                    return True
+    return False
+
+
+def ucx_range(objects, stage) -> tuple[int, int] | None:
+    dep = deployment(objects, stage)
+    env = env_of(dep["spec"]["template"]["spec"]["containers"][0])
+    if UCX_ENV not in env:
+        return None
+    lo, hi = env[UCX_ENV]["value"].split("-")
+    return int(lo), int(hi)
+
+
+def network_violations(objects) -> list[str]:
+    """The reachability matrix docs/security.md promises: UCX only between KV workers, worker
+    gRPC only from the router, the router's control port only from workers, the public HTTP port
+    from anywhere, and nothing from outside tandem except that."""
+    bad = []
+    # A pod added later (a debug pod, a new stage) starts closed, not open.
+    if not any(p["spec"]["podSelector"] == {} and not p["spec"].get("ingress")
+               for p in by_kind(objects, "NetworkPolicy")):
+        bad.append("no default-deny policy: pods no rule selects accept anything")
+    present = [s for s in ("router",) + WORKER_STAGES if deployment(objects, s) is not None]
+    sources = {s: (stage_labels(s), True) for s in present}
+    sources["outsider"] = (OUTSIDER, True)
+    sources["other-namespace"] = (OUTSIDER, False)
+    expectations = []  # (dst, port, set of sources allowed)
+    for stage in present:
+        if stage == "router":
+            expectations.append(("router", 8000, set(sources)))
+            expectations.append(("router", 50051, set(WORKER_STAGES) & set(present)))
+            continue
+        expectations.append((stage, 50061, {"router"}))
+        expectations.append((stage, 9090, set()))  # monitoring namespaces only (labelled)
+        if stage in KV_STAGES:
+            rng = ucx_range(objects, stage)
+            if rng is None:
+                bad.append(f"{stage}: {UCX_ENV} is not set: UCX listens on any port")
+                continue
+            for port in (rng[0], rng[1], (rng[0] + rng[1]) // 2):
+                expectations.append((stage, port, set(KV_STAGES) & set(present)))
+    for dst, port, allowed in expectations:
+        for src, (labels, same_ns) in sources.items():
+            got = ingress_allowed(objects, stage_labels(dst), labels, same_ns, port)
+            if got != (src in allowed):
+                verdict = "reaches" if got else "cannot reach"
+                bad.append(f"{src} {verdict} {dst}:{port}")
+    return bad
+
+
+def test_network_policy_confines_kv_transfer_and_the_control_plane(rendered):
+    variant, objects = rendered
+    bad = network_violations(objects)
+    assert not bad, f"{variant}:\n" + "\n".join(bad)
+
+
+def test_the_network_policy_catches_broken_manifests(tmp_path):
+    breakages = {
+        # (file under base, old, new, expected complaint)
+        "ucx-all-ports": ("network-policy.yaml", "{port: 50100, endPort: 50115, protocol: TCP}",
+                          "{port: 1, endPort: 65535, protocol: TCP}", "prefill reaches decode:50061"),
+        "ucx-from-anyone": ("network-policy.yaml",
+                            "values: [prefill, decode]}\n      ports:\n        - {port: 50100",
+                            "values: [prefill, decode, router]}\n      ports:\n        - {port: 50100",
+                            "router reaches decode:50100"),
+        "no-port-range": ("decode.yaml", "name: TANDEM_UCX_PORT_RANGE", "name: TANDEM_UCX_PORT_RANG",
+                          "UCX_PORT_RANGE is not set"),
+        "range-outside-policy": ("prefill.yaml", "value: \"50100-50115\"", "value: \"50200-50215\"",
+                                 "cannot reach prefill:50200"),
+        "no-default-deny": ("network-policy.yaml", "name: tandem-default-deny\nspec:\n  podSelector: {}",
+                            "name: tandem-default-deny\nspec:\n  podSelector: {matchLabels: {x: y}}",
+                            "no default-deny"),
+    }
+    for name, (path, old, new, complaint) in breakages.items():
+        scratch = tmp_path / name
+        shutil.copytree(K8S, scratch)
+        f = scratch / "base" / path
+        text = f.read_text()
+        assert old in text, f"{name}: the manifest changed; update this breakage ({old!r})"
+        f.write_text(text.replace(old, new, 1))
+        bad = network_violations(render("dev-cpu", k8s=scratch))
+        assert any(complaint in line for line in bad), f"{name}: not caught; got {bad}"

@@ -8,8 +8,12 @@
 #include <thread>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "tandem/transport/gate.h"
 
@@ -117,6 +121,20 @@ class UcxAgent final : public TransferAgent {
         ucp_config_release(config);
         return absl::InvalidArgumentError(
             absl::StrCat("invalid UCX transport list '", options.transports, "'"));
+      }
+    }
+    if (!options.tcp_port_range.empty()) {
+      absl::Status valid = ValidatePortRange(options.tcp_port_range);
+      if (!valid.ok()) {
+        ucp_config_release(config);
+        return valid;
+      }
+      // UCX 1.13 applies transport options given by their name inside the transport's table
+      // ("PORT_RANGE", not "TCP_PORT_RANGE"), and only warns about names no transport takes.
+      st = ucp_config_modify(config, "PORT_RANGE", options.tcp_port_range.c_str());
+      if (st != UCS_OK) {
+        ucp_config_release(config);
+        return UcsError("ucp_config_modify(PORT_RANGE)", st);
       }
     }
     ucp_params_t params{};
@@ -378,6 +396,20 @@ class UcxAgent final : public TransferAgent {
 };
 
 }  // namespace
+
+absl::Status ValidatePortRange(const std::string& range) {
+  if (range.empty()) return absl::OkStatus();
+  const std::vector<absl::string_view> ends = absl::StrSplit(range, '-');
+  const bool digits_only =
+      absl::c_all_of(range, [](char c) { return absl::ascii_isdigit(c) || c == '-'; });
+  int lo = 0, hi = 0;
+  if (!digits_only || ends.size() != 2 || !absl::SimpleAtoi(ends[0], &lo) ||
+      !absl::SimpleAtoi(ends[1], &hi) || lo < 1 || hi > 65535 || lo > hi) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid port range '", range, "': want LO-HI with 1 <= LO <= HI <= 65535"));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::unique_ptr<TransferAgent>> CreateUcxAgent(const UcxAgentOptions& options) {
   auto agent = std::make_unique<UcxAgent>();
