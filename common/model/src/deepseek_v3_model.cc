@@ -67,6 +67,10 @@ class DeepseekV3ModelImpl final : public DeepseekV3Model {
     std::vector<MlaChunk> refs;
     for (const SequenceChunk& c : batch) {
       TANDEM_RETURN_IF_ERROR(CheckChunk(c.tokens, c.start_pos, c.block_table, kv));
+      // Its multi-token prediction head re-embeds the tokens, so image rows would not reach it.
+      if (!c.embeddings.empty()) {
+        return absl::InvalidArgumentError("DeepSeek-V3 models take no input embeddings (images)");
+      }
       refs.push_back(
           {static_cast<int>(tokens.size()), static_cast<int>(c.tokens.size()), c.start_pos, {}});
       AppendRows(c.tokens.size(), c.logits, tokens.size(), &out_rows);

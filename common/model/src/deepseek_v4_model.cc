@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "deepseek_v4_loader.h"
 #include "deepseek_v4_ops.h"
+#include "input_embeddings.h"
 #include "rope.h"
 #include "tandem/base/status_macros.h"
 #include "tandem/model/deepseek_v4.h"
@@ -110,11 +111,7 @@ class DeepseekV4ModelImpl : public Model {
   absl::Status CheckChunk(const SequenceChunk& c, const KvStorage& kv) const {
     if (c.start_pos < 0) return absl::InvalidArgumentError("negative start_pos");
     if (c.tokens.empty()) return absl::InvalidArgumentError("empty chunk");
-    for (std::int32_t t : c.tokens) {
-      if (t < 0 || t >= config_.base.vocab_size) {
-        return absl::InvalidArgumentError(absl::StrCat("token id ", t, " out of vocabulary"));
-      }
-    }
+    TANDEM_RETURN_IF_ERROR(internal::CheckTokensAndEmbeddings(c, config_.base.vocab_size));
     const std::int64_t end = c.start_pos + static_cast<std::int64_t>(c.tokens.size());
     if (end > static_cast<std::int64_t>(c.block_table.size()) * kv.block_size) {
       return absl::InvalidArgumentError(
@@ -134,7 +131,9 @@ class DeepseekV4ModelImpl : public Model {
     const int h = config_.base.hidden_size, hs = config_.hc_mult * h;
     const float eps = config_.rms_norm_eps;
     std::vector<float> x(static_cast<std::size_t>(n) * h), out(x.size()), collapsed(x.size());
-    be_->Embed(weights_.embed, c.tokens.data(), n, x.data());
+    internal::EmbedChunk(*be_, weights_.embed, c, h, x.data());
+    // Hash-routed experts read ids: an image's positions route as its placeholder token.
+    const std::vector<std::int32_t> model_tokens = internal::ModelTokens(c);
     std::vector<float> streams(static_cast<std::size_t>(n) * hs);
     for (int t = 0; t < n; ++t) {
       for (int s = 0; s < config_.hc_mult; ++s) {
@@ -157,7 +156,7 @@ class DeepseekV4ModelImpl : public Model {
       }
       be_->RmsNorm(collapsed.data(), n, h, w.ffn_norm, eps, x.data());
       for (int t = 0; t < n; ++t) {
-        Moe(w, c.tokens[t], &x[t * h], &out[t * h]);
+        Moe(w, model_tokens[t], &x[t * h], &out[t * h]);
         internal::v4::HyperPost(hyper_, mixes[t], &out[t * h], &streams[t * hs]);
       }
     }

@@ -2,6 +2,8 @@
 
 #include <cstdint>
 
+#include "input_embeddings.h"
+
 #include "absl/strings/str_cat.h"
 #include "tandem/base/status_macros.h"
 
@@ -49,12 +51,8 @@ absl::Status ValidateChunk(std::size_t index, const SequenceChunk& chunk, const 
                                                      " blocks"));
     }
   }
-  for (std::size_t t = 0; t < chunk.tokens.size(); ++t) {
-    if (chunk.tokens[t] < 0 || chunk.tokens[t] >= config.vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat(where, "token ", t, " has id ",
-                                                     chunk.tokens[t], ", outside the vocabulary [0, ",
-                                                     config.vocab_size, ")"));
-    }
+  if (absl::Status st = CheckTokensAndEmbeddings(chunk, config.vocab_size); !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, st.message()));
   }
   return absl::OkStatus();
 }

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "input_embeddings.h"
 #include "llama_batch.h"
 #include "llama_scratch.h"
 #include "rope.h"
@@ -171,7 +172,10 @@ absl::Status LlamaModel::Forward(std::span<const SequenceChunk> batch, const KvS
 
   ReserveScratch(tokens);
   internal::FillCosSin(rope_, positions, cos_.data(), sin_.data());
-  backend_->Embed(weights_.embed, ids.data(), tokens, x_.data());
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    internal::EmbedChunk(*backend_, weights_.embed, batch[i], config_.base.hidden_size,
+                         x_.data() + rows[i].first_row * config_.base.hidden_size);
+  }
   for (int l = 0; l < config_.base.num_layers; ++l) Layer(l, batch, rows, kv, tokens);
   Logits(batch, rows, logits);
   return absl::OkStatus();

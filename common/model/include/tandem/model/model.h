@@ -63,12 +63,26 @@ struct KvStorage {
 
 enum class LogitsMode : std::uint8_t { kNone, kLast, kAll };
 
+// Rows that stand in for token embeddings (an image's rows from the vision encoder): tokens
+// [first, first + rows) of the chunk take data's rows, hidden_size floats each, instead of the
+// embedding table's. Those tokens' ids are placeholders (negative ids are allowed there only):
+// they name the image for prefix caching, never a vocabulary entry.
+struct InputEmbeddings {
+  int first = 0;
+  int rows = 0;
+  const float* data = nullptr;
+  // The id the model sees at these positions wherever it reads ids past the embedding (V4's
+  // hash-routed experts): the image placeholder token.
+  std::int32_t token_id = 0;
+};
+
 // One sequence's slice of a forward batch: a prefill chunk or a single decode token.
 struct SequenceChunk {
   std::span<const std::int32_t> tokens;
   int start_pos = 0;  // position of tokens[0]; the cache already holds positions [0, start_pos)
   std::span<const std::int32_t> block_table;  // covers at least start_pos + tokens.size() tokens
   LogitsMode logits = LogitsMode::kLast;
+  std::span<const InputEmbeddings> embeddings;  // disjoint, in order, inside tokens
 };
 
 class Model {
