@@ -93,7 +93,9 @@ Engine::~Engine() {
 
 absl::Status Engine::ValidateRequest(const std::string& request_id,
                                      std::span<const std::int32_t> prompt,
-                                     const SamplingParams& params, int resumed_tokens) const {
+                                     const SamplingParams& params, int resumed_tokens,
+                                     std::span<const InputImage> images,
+                                     bool image_rows_required) const {
   const model::ModelConfig& mc = model_->config();
   if (request_id.empty()) return absl::InvalidArgumentError("request id is empty");
   if (sequences_.contains(request_id) || held_kv_.contains(request_id)) {
@@ -102,7 +104,37 @@ absl::Status Engine::ValidateRequest(const std::string& request_id,
   if (prompt.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("request ", request_id, ": prompt is empty"));
   }
+  int covered_until = 0;  // end of the last image
+  const std::size_t generated_from = prompt.size() - std::max(0, resumed_tokens);
+  for (const InputImage& image : images) {
+    const std::size_t expected = static_cast<std::size_t>(std::max(0, image.rows)) * mc.hidden_size;
+    if (image.rows <= 0 || image.position < covered_until ||
+        static_cast<std::size_t>(image.position) + image.rows > generated_from) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "request ", request_id, ": image at [", image.position, ", ",
+          image.position + image.rows, ") is not inside the prompt, in order and disjoint"));
+    }
+    if (image.token_id < 0 || image.token_id >= mc.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("request ", request_id, ": image token id ",
+                                                     image.token_id, " is out of range"));
+    }
+    if ((image.data == nullptr && image_rows_required) ||
+        (image.data != nullptr && image.data->size() != expected)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "request ", request_id, ": image at ", image.position, " has ",
+          image.data == nullptr ? 0 : image.data->size(), " floats, the model needs ", expected));
+    }
+    covered_until = image.position + image.rows;
+  }
+  std::size_t next_image = 0;
   for (std::size_t i = 0; i < prompt.size(); ++i) {
+    while (next_image < images.size() &&
+           images[next_image].position + images[next_image].rows <= static_cast<int>(i)) {
+      ++next_image;
+    }
+    if (next_image < images.size() && images[next_image].position <= static_cast<int>(i)) {
+      continue;  // a placeholder: any id
+    }
     if (prompt[i] < 0 || prompt[i] >= mc.vocab_size) {
       return absl::InvalidArgumentError(
           absl::StrCat("request ", request_id, ": prompt token ", i, " is ", prompt[i],
@@ -163,9 +195,11 @@ absl::Status Engine::AddRequest(const std::string& request_id,
 absl::Status Engine::AddRequest(const std::string& request_id,
                                 std::span<const std::int32_t> prompt, const SamplingParams& params,
                                 const RequestOptions& options) {
-  TANDEM_RETURN_IF_ERROR(ValidateRequest(request_id, prompt, params, options.resumed_tokens));
+  TANDEM_RETURN_IF_ERROR(
+      ValidateRequest(request_id, prompt, params, options.resumed_tokens, options.images));
   std::unique_ptr<Sequence> seq = NewSequence(request_id, prompt, params, options.resumed_tokens);
   seq->hold_kv = options.hold_kv;
+  seq->images = options.images;
   if (absl::Status cls = kv::ValidateTrafficClass(options.traffic_class); !cls.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("request ", request_id, ": ", cls.message()));
   }
@@ -220,8 +254,10 @@ absl::Status Engine::AddPrefilledRequest(const std::string& request_id,
                                          std::span<const std::int32_t> prompt,
                                          std::int32_t first_token, const SamplingParams& params,
                                          std::span<const std::int32_t> blocks,
-                                         kv::TrafficClass traffic_class, int resumed_tokens) {
-  TANDEM_RETURN_IF_ERROR(ValidateRequest(request_id, prompt, params, resumed_tokens));
+                                         kv::TrafficClass traffic_class, int resumed_tokens,
+                                         std::vector<InputImage> images) {
+  TANDEM_RETURN_IF_ERROR(ValidateRequest(request_id, prompt, params, resumed_tokens, images,
+                                         /*image_rows_required=*/false));
   if (absl::Status cls = kv::ValidateTrafficClass(traffic_class); !cls.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("request ", request_id, ": ", cls.message()));
   }
@@ -239,6 +275,7 @@ absl::Status Engine::AddPrefilledRequest(const std::string& request_id,
   seq->traffic_class = traffic_class;
   seq->table.tag = static_cast<std::uint8_t>(traffic_class);
   seq->num_computed = static_cast<int>(prompt.size());
+  seq->images = std::move(images);
   seq->admitted_before = true;
   seq->running = true;
   Sequence* raw = seq.get();
@@ -333,18 +370,35 @@ absl::StatusOr<std::vector<StepOutput>> Engine::Step() {
   std::vector<StepOutput> outputs = std::move(pending_outputs_);
   pending_outputs_.clear();
   DemoteColdDeviceBlocks();
-  const std::vector<ScheduledChunk> batch = Schedule();
-  if (batch.empty()) {
+  const std::vector<ScheduledChunk> scheduled = Schedule();
+  if (scheduled.empty()) {
     CompleteTierFetches(/*wait_for_one=*/true);
     return outputs;
   }
   ++num_steps_;
 
+  // Image rows of each chunk; a sequence whose rows are not here (its KV came from a prefill
+  // worker and was then preempted and evicted) cannot be recomputed and ends.
+  std::vector<ScheduledChunk> batch;
+  std::vector<std::vector<model::InputEmbeddings>> image_spans;
+  for (const ScheduledChunk& c : scheduled) {
+    std::vector<model::InputEmbeddings> spans;
+    if (absl::Status st = ImageSpans(*c.seq, c.seq->num_computed, c.num_tokens, &spans);
+        !st.ok()) {
+      Finish(c.seq, FinishReason::kError, std::string(st.message()), &outputs);
+      continue;
+    }
+    batch.push_back(c);
+    image_spans.push_back(std::move(spans));
+  }
+  if (batch.empty()) return outputs;
+
   std::vector<model::SequenceChunk> chunks;
   chunks.reserve(batch.size());
   int logit_rows = 0;
   int prefill_chunks = 0;
-  for (const ScheduledChunk& c : batch) {
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const ScheduledChunk& c = batch[i];
     if (c.seq->num_computed < c.seq->prompt_len) {
       ++prefill_chunks;
       num_prefill_tokens_ += std::min(c.num_tokens, c.seq->prompt_len - c.seq->num_computed);
@@ -357,6 +411,7 @@ absl::StatusOr<std::vector<StepOutput>> Engine::Step() {
     const bool completes = c.seq->num_computed + c.num_tokens ==
                            static_cast<int>(c.seq->tokens.size());
     chunk.logits = completes ? model::LogitsMode::kLast : model::LogitsMode::kNone;
+    chunk.embeddings = image_spans[i];
     logit_rows += completes ? 1 : 0;
     chunks.push_back(chunk);
   }
@@ -391,6 +446,26 @@ absl::StatusOr<std::vector<StepOutput>> Engine::Step() {
     if (outputs.back().finished) Retire(seq, /*completed=*/true);
   }
   return outputs;
+}
+
+absl::Status Engine::ImageSpans(const Sequence& seq, int start, int count,
+                                std::vector<model::InputEmbeddings>* out) const {
+  const int end = start + count;
+  const std::size_t hidden = model_->config().hidden_size;
+  for (const InputImage& image : seq.images) {
+    const int from = std::max(start, image.position);
+    const int to = std::min(end, image.position + image.rows);
+    if (from >= to) continue;
+    if (image.data == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "request ", seq.id, ": the prompt's KV was lost (preempted and evicted) and the rows of "
+          "its image at position ", image.position, " are not on this worker"));
+    }
+    out->push_back({from - start, to - from,
+                    image.data->data() + static_cast<std::size_t>(from - image.position) * hidden,
+                    image.token_id});
+  }
+  return absl::OkStatus();
 }
 
 bool Engine::HasPendingWork() const { return !sequences_.empty() || !pending_outputs_.empty(); }

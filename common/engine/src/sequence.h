@@ -43,6 +43,7 @@ struct Engine::Sequence {
   std::unique_ptr<TierFetch> fetch;  // set while in Engine::fetching_
   int fetched_host_blocks = 0;       // delivered by the last lower-tier fetch
   int fetched_disk_blocks = 0;
+  std::vector<InputImage> images;  // in position order
 
   int num_remaining() const { return static_cast<int>(tokens.size()) - num_computed; }
   int num_generated() const { return static_cast<int>(tokens.size()) - prompt_len; }

@@ -20,6 +20,18 @@
 
 namespace tandem::engine {
 
+// An image's rows at its positions in a prompt. The prompt holds `rows` placeholder ids there
+// (negative, derived from the image's content, so that prefix caching tells images apart); the
+// model reads `data` (rows x hidden floats) instead of embedding them, and `token_id` (the
+// image placeholder token) wherever it reads ids past the embedding.
+struct InputImage {
+  int position = 0;
+  int rows = 0;
+  std::int32_t token_id = 0;
+  // Null on a decode worker that received the prompt's KV: the rows stay with the prefill.
+  std::shared_ptr<const std::vector<float>> data;
+};
+
 struct EngineConfig {
   int block_size = 16;
   // Size of the KV pool: num_blocks when > 0, else as many blocks as kv_cache_bytes holds.
@@ -142,6 +154,8 @@ class Engine {
     // (it migrated): they count as output, for max_tokens, the sampler's draw index and its
     // penalties, so the continuation is the one the first worker would have produced.
     int resumed_tokens = 0;
+    // In position order, disjoint, inside the prompt, each with its rows.
+    std::vector<InputImage> images;
   };
   absl::Status AddRequest(const std::string& request_id, std::span<const std::int32_t> prompt,
                           const SamplingParams& params, const RequestOptions& options);
@@ -165,7 +179,8 @@ class Engine {
                                    const SamplingParams& params,
                                    std::span<const std::int32_t> blocks,
                                    kv::TrafficClass traffic_class = kv::TrafficClass::kChat,
-                                   int resumed_tokens = 0);
+                                   int resumed_tokens = 0,
+                                   std::vector<InputImage> images = {});
 
   // Stops a request and frees its blocks; the next Step() reports it finished (kCancelled).
   absl::Status Cancel(const std::string& request_id);
@@ -229,7 +244,13 @@ class Engine {
   EngineConfig config_;
   std::unique_ptr<BlockManager> blocks_;
   absl::Status ValidateRequest(const std::string& request_id, std::span<const std::int32_t> prompt,
-                               const SamplingParams& params, int resumed_tokens = 0) const;
+                               const SamplingParams& params, int resumed_tokens = 0,
+                               std::span<const InputImage> images = {},
+                               bool image_rows_required = true) const;
+  // The model's input rows for tokens [start, start + count) of `seq`: appended to `out`;
+  // FailedPrecondition when an image there has no rows on this worker.
+  absl::Status ImageSpans(const Sequence& seq, int start, int count,
+                          std::vector<model::InputEmbeddings>* out) const;
   std::unique_ptr<Sequence> NewSequence(const std::string& request_id,
                                         std::span<const std::int32_t> prompt,
                                         const SamplingParams& params, int resumed_tokens = 0) const;

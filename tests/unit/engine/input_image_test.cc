@@ -1,0 +1,169 @@
+// Images in the engine: rows at placeholder positions reach the model (rows equal to the table's
+// rows give the plain prompt's output, through chunked prefill too), the placeholders' ids key
+// the prefix cache (the same image hits, another image misses past the text before it), and
+// malformed images are refused without state.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../../../common/model/src/safetensors.h"
+#include "gtest/gtest.h"
+#include "tandem/engine/engine.h"
+#include "tandem/kernels/backend.h"
+#include "tandem/model/loader.h"
+
+namespace tandem::engine {
+namespace {
+
+const std::string kFixture = std::string(TANDEM_SOURCE_DIR) + "/tests/fixtures/llama_tiny";
+constexpr int kBlockSize = 4;
+
+struct Outcome {
+  std::vector<std::int32_t> tokens;
+  int cached_tokens = 0;
+  FinishReason reason = FinishReason::kNone;
+  std::string error;
+};
+
+class InputImageTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    backend_ = kernels::CreateCpuBackend({1});
+    auto model = model::LoadModel(kFixture, model::LoadOptions{}, backend_.get());
+    ASSERT_TRUE(model.ok()) << model.status();
+    model_ = std::move(*model);
+    auto ckpt = model::internal::SafetensorsCheckpoint::Open(kFixture);
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+    auto table = ckpt->Get("model.embed_tokens.weight");
+    ASSERT_TRUE(table.ok()) << table.status();
+    hidden_ = static_cast<int>(table->cols);
+    for (std::int64_t r = 0; r < table->rows; ++r) {
+      for (std::int64_t c = 0; c < table->cols; ++c) table_.push_back(table->At(r, c));
+    }
+    engine_ = MakeEngine(64);
+  }
+
+  std::unique_ptr<Engine> MakeEngine(int max_batch_tokens) {
+    EngineConfig cfg;
+    cfg.block_size = kBlockSize;
+    cfg.num_blocks = 64;
+    cfg.max_num_seqs = 4;
+    cfg.max_batch_tokens = max_batch_tokens;
+    cfg.enable_prefix_caching = true;
+    auto e = Engine::Create(model_.get(), backend_.get(), cfg);
+    EXPECT_TRUE(e.ok()) << e.status();
+    return std::move(*e);
+  }
+
+  // An image whose rows are the table rows of `token` repeated, at `position`, keyed `key`.
+  InputImage Image(int position, int rows, std::int32_t token) const {
+    auto data = std::make_shared<std::vector<float>>();
+    for (int r = 0; r < rows; ++r) {
+      data->insert(data->end(), table_.begin() + token * hidden_,
+                   table_.begin() + (token + 1) * hidden_);
+    }
+    return InputImage{position, rows, token, std::move(data)};
+  }
+
+  // Placeholder ids of image `key` at its rows, as the router writes them.
+  static void Placeholders(std::vector<std::int32_t>* prompt, int position, int rows, int key) {
+    for (int r = 0; r < rows; ++r) (*prompt)[position + r] = -(key * 1000 + r + 1);
+  }
+
+  Outcome Run(Engine& engine, const std::string& id, const std::vector<std::int32_t>& prompt,
+              std::vector<InputImage> images) {
+    SamplingParams params;
+    params.temperature = 0;
+    params.max_tokens = 8;
+    Engine::RequestOptions options;
+    options.images = std::move(images);
+    Outcome out;
+    absl::Status st = engine.AddRequest(id, prompt, params, options);
+    if (!st.ok()) {
+      out.error = std::string(st.message());
+      return out;
+    }
+    while (engine.HasPendingWork()) {
+      auto step = engine.Step();
+      EXPECT_TRUE(step.ok()) << step.status();
+      if (!step.ok()) break;
+      for (const StepOutput& o : *step) {
+        if (o.request_id != id) continue;
+        out.tokens.insert(out.tokens.end(), o.new_tokens.begin(), o.new_tokens.end());
+        if (o.cached_tokens > 0) out.cached_tokens = o.cached_tokens;
+        if (o.finished) {
+          out.reason = o.finish_reason;
+          out.error = o.error;
+        }
+      }
+    }
+    return out;
+  }
+
+  std::unique_ptr<kernels::Backend> backend_;
+  std::unique_ptr<model::Model> model_;
+  std::unique_ptr<Engine> engine_;
+  std::vector<float> table_;
+  int hidden_ = 0;
+};
+
+// 6 text tokens, an image of 5 rows standing for token 42 at [6, 11), 5 text tokens.
+std::vector<std::int32_t> Prompt() { return {1, 9, 23, 77, 5, 31, 42, 42, 42, 42, 42, 8, 61, 4, 13, 2}; }
+
+TEST_F(InputImageTest, RowsEqualToTheTableGiveThePlainPromptsOutputWholeAndChunked) {
+  const std::vector<std::int32_t> plain = Prompt();
+  const Outcome want = Run(*engine_, "plain", plain, {});
+  ASSERT_TRUE(want.error.empty()) << want.error;
+  std::vector<std::int32_t> with_image = plain;
+  Placeholders(&with_image, 6, 5, 1);
+  auto fresh = MakeEngine(64);
+  const Outcome got = Run(*fresh, "image", with_image, {Image(6, 5, 42)});
+  ASSERT_TRUE(got.error.empty()) << got.error;
+  EXPECT_EQ(got.tokens, want.tokens);
+  // Chunks of 3 tokens split the image across three steps.
+  auto chunked = MakeEngine(3);
+  const Outcome split = Run(*chunked, "chunked", with_image, {Image(6, 5, 42)});
+  ASSERT_TRUE(split.error.empty()) << split.error;
+  EXPECT_EQ(split.tokens, want.tokens);
+}
+
+TEST_F(InputImageTest, TheSameImageHitsThePrefixCacheAndAnotherImageMissesPastTheText) {
+  std::vector<std::int32_t> first = Prompt();
+  Placeholders(&first, 6, 5, 1);
+  const Outcome a = Run(*engine_, "a", first, {Image(6, 5, 42)});
+  ASSERT_TRUE(a.error.empty()) << a.error;
+  const Outcome again = Run(*engine_, "again", first, {Image(6, 5, 42)});
+  // 16 tokens: the last full block before the final token is reused, image included.
+  EXPECT_GE(again.cached_tokens, 12);
+  EXPECT_EQ(again.tokens, a.tokens);
+  std::vector<std::int32_t> other = Prompt();
+  Placeholders(&other, 6, 5, 2);
+  const Outcome b = Run(*engine_, "other", other, {Image(6, 5, 17)});
+  ASSERT_TRUE(b.error.empty()) << b.error;
+  // Only the block wholly before the image (tokens 0..3) is shared.
+  EXPECT_EQ(b.cached_tokens, kBlockSize);
+}
+
+TEST_F(InputImageTest, MalformedImagesAreRefusedAndLeaveNoState) {
+  std::vector<std::int32_t> prompt = Prompt();
+  Placeholders(&prompt, 6, 5, 1);
+  // A placeholder that no image covers.
+  std::vector<std::int32_t> stray = prompt;
+  stray[2] = -5;
+  EXPECT_FALSE(Run(*engine_, "stray", stray, {Image(6, 5, 42)}).error.empty());
+  // Rows of the wrong size, overlapping images, an image past the prompt, no rows at all.
+  InputImage short_rows = Image(6, 5, 42);
+  short_rows.data = std::make_shared<std::vector<float>>(7, 0.0f);
+  EXPECT_FALSE(Run(*engine_, "short", prompt, {short_rows}).error.empty());
+  EXPECT_FALSE(Run(*engine_, "overlap", prompt, {Image(6, 3, 42), Image(8, 3, 42)}).error.empty());
+  EXPECT_FALSE(Run(*engine_, "past", prompt, {Image(14, 5, 42)}).error.empty());
+  InputImage no_rows = Image(6, 5, 42);
+  no_rows.data = nullptr;
+  EXPECT_FALSE(Run(*engine_, "no-rows", prompt, {no_rows}).error.empty());
+  EXPECT_FALSE(engine_->HasPendingWork());
+  // The same id is free again.
+  EXPECT_TRUE(Run(*engine_, "stray", prompt, {Image(6, 5, 42)}).error.empty());
+}
+
+}  // namespace
+}  // namespace tandem::engine
