@@ -49,7 +49,8 @@ class KvReceiver {
   absl::Status Commit(const std::string& handoff_id, const std::string& request_id,
                       std::vector<std::int32_t> prompt, std::int32_t first_token,
                       const engine::SamplingParams& params, kv::TrafficClass traffic_class,
-                      serving::UpdateSink sink, int resumed_tokens = 0);
+                      serving::UpdateSink sink, int resumed_tokens = 0,
+                      std::vector<engine::InputImage> images = {});
 
   // Gives a reservation back (prefill failed, request cancelled): the engine place at once, the
   // blocks once no write of the handoff can land in them any more. Unknown ids are ignored.

@@ -159,7 +159,7 @@ absl::Status KvReceiver::Commit(const std::string& handoff_id, const std::string
                                 std::vector<std::int32_t> prompt, std::int32_t first_token,
                                 const engine::SamplingParams& params,
                                 kv::TrafficClass traffic_class, serving::UpdateSink sink,
-                                int resumed_tokens) {
+                                int resumed_tokens, std::vector<engine::InputImage> images) {
   Handoff h;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -195,7 +195,7 @@ absl::Status KvReceiver::Commit(const std::string& handoff_id, const std::string
         request_id, std::move(sink),
         [&](engine::Engine& e) {
           return e.AddPrefilledRequest(request_id, prompt, first_token, params, h.blocks,
-                                       traffic_class, resumed_tokens);
+                                       traffic_class, resumed_tokens, std::move(images));
         },
         /*uses_reserved_place=*/true);
   } else {

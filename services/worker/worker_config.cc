@@ -41,6 +41,10 @@ void BindWorkerFlags(config::FlagSet* f, WorkerConfig* c) {
             "TCP ports UCX listens on for KV peers, LO-HI (open exactly these to the other "
             "workers in the network policy); empty: any free port",
             "TANDEM_UCX_PORT_RANGE");
+  f->String("encoder-tls-server-name", &c->encoder_tls_server_name,
+            "name the encoders' TLS certificates carry (image rows are fetched from them); "
+            "empty: the host dialled",
+            "TANDEM_ENCODER_TLS_SERVER_NAME");
   f->String("generation", &c->generation,
              "rollout generation (e.g. the image tag), reported to the router and in "
              "tandem_worker_build_info",

@@ -31,6 +31,7 @@ struct WorkerConfig {
   int handoff_lease_ms = 10000;      // KV reserved for a handoff is reclaimed after this
   std::string ucx_transports;        // UCX_TLS syntax; empty: UCX default
   std::string ucx_port_range;        // "LO-HI": UCX's TCP listening ports; empty: any
+  std::string encoder_tls_server_name;  // name in encoders' certificates; empty: the dialled host
   std::string generation;            // rollout generation reported to the router and in build info
   // How long a drain (SIGTERM, /drain) waits for in-flight work before the worker exits anyway.
   // 25 s fits Kubernetes' default 30 s termination grace period with room to deregister.

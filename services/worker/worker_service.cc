@@ -59,6 +59,23 @@ absl::StatusOr<kv::TrafficClass> WorkerService::TrafficClassOf(const std::string
   return *cls;
 }
 
+namespace {
+
+// Encoders present worker certificates, not the router's name the worker's own TLS expects.
+security::TlsConfig EncoderTls(const WorkerConfig& config) {
+  security::TlsConfig tls = config.tls;
+  tls.server_name = config.encoder_tls_server_name;
+  return tls;
+}
+
+std::chrono::system_clock::time_point DeadlineOf(std::uint64_t deadline_unix_ms) {
+  // Without a deadline, bounded anyway: an encoder that stops answering must not hold the call.
+  if (deadline_unix_ms == 0) return std::chrono::system_clock::now() + std::chrono::seconds(60);
+  return std::chrono::system_clock::time_point(std::chrono::milliseconds(deadline_unix_ms));
+}
+
+}  // namespace
+
 WorkerService::WorkerService(const WorkerConfig& config, serving::EngineLoop* loop,
                              KvReceiver* receiver, KvSender* sender)
     : config_(config),
@@ -66,7 +83,8 @@ WorkerService::WorkerService(const WorkerConfig& config, serving::EngineLoop* lo
           kv::ParseTrafficClass(config.kv_tiers.default_traffic_class).value_or(kv::TrafficClass::kChat)),
       loop_(loop),
       receiver_(receiver),
-      sender_(sender) {}
+      sender_(sender),
+      images_(loop->model_config().hidden_size, EncoderTls(config)) {}
 
 v1::WorkerLoad WorkerService::CurrentLoad() const {
   const serving::LoopLoad l = loop_->load();
@@ -131,6 +149,9 @@ grpc::Status WorkerService::Prefill(grpc::ServerContext* context,
   engine::SamplingParams params = rpc::FromProto(request->sampling());
   const int resumed = static_cast<int>(request->resumed_tokens());
   params.max_tokens = resumed + 1;
+  auto images = images_.Resolve(request->images(), /*fetch_rows=*/true,
+                                DeadlineOf(request->deadline_unix_ms()));
+  if (!images.ok()) return rpc::ToGrpc(images.status());
   auto queue = std::make_shared<UpdateQueue>();
   absl::Status submitted = loop_->SubmitWith(
       id, [queue](const serving::RequestUpdate& u) { queue->Push(u); },
@@ -138,7 +159,8 @@ grpc::Status WorkerService::Prefill(grpc::ServerContext* context,
         return e.AddRequest(id, prompt, params,
                             engine::Engine::RequestOptions{.hold_kv = true,
                                                            .traffic_class = *cls,
-                                                           .resumed_tokens = resumed});
+                                                           .resumed_tokens = resumed,
+                                                           .images = std::move(*images)});
       });
   if (!submitted.ok()) return rpc::ToGrpc(submitted);
 
@@ -236,6 +258,10 @@ absl::Status WorkerService::SubmitGenerate(const v1::GenerateRequest& request,
   if (!cls.ok()) return cls.status();
   std::vector<std::int32_t> prompt(request.prompt_token_ids().begin(),
                                    request.prompt_token_ids().end());
+  // Computing the prompt here needs the image rows; completing a handoff only their spans.
+  auto images = images_.Resolve(request.images(), /*fetch_rows=*/request.handoff_id().empty(),
+                                DeadlineOf(request.deadline_unix_ms()));
+  if (!images.ok()) return images.status();
   if (request.handoff_id().empty()) {
     const engine::SamplingParams params = rpc::FromProto(request.sampling());
     const std::string& id = request.request_id();
@@ -243,7 +269,8 @@ absl::Status WorkerService::SubmitGenerate(const v1::GenerateRequest& request,
     return loop_->SubmitWith(id, std::move(sink), [&](engine::Engine& e) {
       return e.AddRequest(id, prompt, params,
                           engine::Engine::RequestOptions{.traffic_class = *cls,
-                                                         .resumed_tokens = resumed});
+                                                         .resumed_tokens = resumed,
+                                                         .images = std::move(*images)});
     });
   }
   if (receiver_ == nullptr) {
@@ -251,7 +278,8 @@ absl::Status WorkerService::SubmitGenerate(const v1::GenerateRequest& request,
   }
   return receiver_->Commit(request.handoff_id(), request.request_id(), std::move(prompt),
                            request.first_token_id(), rpc::FromProto(request.sampling()), *cls,
-                           std::move(sink), static_cast<int>(request.resumed_tokens()));
+                           std::move(sink), static_cast<int>(request.resumed_tokens()),
+                           std::move(*images));
 }
 
 grpc::Status WorkerService::Cancel(grpc::ServerContext*, const v1::CancelRequest* request,
