@@ -77,16 +77,13 @@ absl::StatusOr<std::shared_ptr<const std::vector<float>>> ImageFetcher::FetchRow
 }
 
 void ImageFetcher::ReleaseLease(const v1::PromptImage& image) {
-  // Best effort and not waited for: the lease expires on its own if this is lost.
-  auto ctx = std::make_shared<grpc::ClientContext>();
-  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  auto req = std::make_shared<v1::ReleaseEmbeddingsRequest>();
-  req->set_lease_id(image.lease_id());
-  auto resp = std::make_shared<v1::ReleaseEmbeddingsResponse>();
-  StubFor(image.encoder_endpoint())
-      ->async()
-      ->ReleaseEmbeddings(ctx.get(), req.get(), resp.get(),
-                          [ctx, req, resp](grpc::Status) {});
+  // Best effort, briefly: the lease expires on its own if this is lost.
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  v1::ReleaseEmbeddingsRequest req;
+  req.set_lease_id(image.lease_id());
+  v1::ReleaseEmbeddingsResponse resp;
+  StubFor(image.encoder_endpoint())->ReleaseEmbeddings(&ctx, req, &resp).IgnoreError();
 }
 
 absl::StatusOr<std::vector<engine::InputImage>> ImageFetcher::Resolve(
