@@ -3,12 +3,12 @@
 // them.
 //
 //   image --encoding v4.1 --detail low|high|original|auto [--max-dimension N]
-//         [--low-detail-max-dimension N] [--no-webp-roundtrip] [--dump-rgb OUT] FILE...
+//         [--low-detail-max-dimension N] [--no-webp-roundtrip] [--dump-rgb DIR] FILE...
 //
 // Prints one JSON line per FILE: {"width": W, "height": H, "image_tokens": N}, or for a refused
 // image {"error": {"kind": K, "message": M}} with recipe's message ("image[0]: You have uploaded
 // an unsupported image. ..."); exits 1 when any image was refused. --dump-rgb writes the
-// preprocessed pixels (RGB8, row-major) of the last FILE. --max-dimension defaults to recipe's
+// preprocessed pixels (RGB8, row-major, HWC) of the n-th FILE (from 0) to DIR/<n>.rgb. --max-dimension defaults to recipe's
 // limit for a request of one image (8192). V4 renders images as text and counts none: refused.
 #include <cstdio>
 #include <fstream>
@@ -40,7 +40,7 @@ int Usage(const std::string& error) {
   std::fprintf(stderr,
                "error: %s\nusage: tandem-recipe image --encoding v4.1 --detail "
                "low|high|original|auto [--max-dimension N] [--low-detail-max-dimension N] "
-               "[--no-webp-roundtrip] [--dump-rgb OUT] FILE...\n",
+               "[--no-webp-roundtrip] [--dump-rgb DIR] FILE...\n",
                error.c_str());
   return 2;
 }
@@ -81,7 +81,7 @@ std::optional<std::string> ParseArgs(int argc, char** argv, ImageArgs* a) {
       a->options.webp_roundtrip = false;
     } else if (arg == "--dump-rgb") {
       const std::optional<std::string> v = value();
-      if (!v) return "--dump-rgb takes a file";
+      if (!v) return "--dump-rgb takes a directory";
       a->dump_rgb = *v;
     } else if (!arg.empty() && arg[0] == '-') {
       return "unknown option " + arg;
@@ -110,7 +110,8 @@ int RunImage(int argc, char** argv) {
   ImageArgs args;
   if (std::optional<std::string> error = ParseArgs(argc, argv, &args)) return Usage(*error);
   int status = 0;
-  for (const std::string& path : args.files) {
+  for (std::size_t n = 0; n < args.files.size(); ++n) {
+    const std::string& path = args.files[n];
     const std::optional<std::string> bytes = ReadFile(path);
     if (!bytes) {
       std::fprintf(stderr, "error: cannot read %s\n", path.c_str());
@@ -128,10 +129,11 @@ int RunImage(int argc, char** argv) {
       line = {{"width", image->width}, {"height", image->height},
               {"image_tokens", image->image_tokens}};
       if (!args.dump_rgb.empty()) {
-        std::ofstream out(args.dump_rgb, std::ios::binary);
+        const std::string out_path = args.dump_rgb + "/" + std::to_string(n) + ".rgb";
+        std::ofstream out(out_path, std::ios::binary);
         out.write(reinterpret_cast<const char*>(image->rgb.data()),
                   static_cast<std::streamsize>(image->rgb.size()));
-        if (!out) return Usage("cannot write " + args.dump_rgb);
+        if (!out) return Usage("cannot write " + out_path);
       }
     }
     std::cout << line.dump() << "\n";
