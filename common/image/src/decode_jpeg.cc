@@ -92,13 +92,15 @@ bool Decode(JpegState& s, absl::string_view bytes, const DecodeLimits& limits) {
   s.out.width = w;
   s.out.height = h;
   s.out.channels = 3;
-  s.out.pixels.resize(static_cast<std::size_t>(w) * h * 3);
+  // Grown row by row (see decode_png.cc); libjpeg's own buffers are a few rows, except a
+  // progressive file's coefficients, which it sizes from the (checked) header.
+  const std::size_t row_bytes = static_cast<std::size_t>(w) * 3;
   s.row.resize(static_cast<std::size_t>(w) * in_channels);
   while (s.cinfo.output_scanline < s.cinfo.output_height) {
     JSAMPROW rows[1] = {s.row.data()};
-    const int y = static_cast<int>(s.cinfo.output_scanline);
     if (jpeg_read_scanlines(&s.cinfo, rows, 1) != 1) return false;
-    std::uint8_t* dst = s.out.pixels.data() + static_cast<std::size_t>(y) * w * 3;
+    s.out.pixels.resize(s.out.pixels.size() + row_bytes);
+    std::uint8_t* dst = s.out.pixels.data() + s.out.pixels.size() - row_bytes;
     const std::uint8_t* src = s.row.data();
     for (int x = 0; x < w; ++x, dst += 3, src += in_channels) {
       if (in_channels == 4) {

@@ -31,12 +31,26 @@ void ReadBytes(png_structp png, png_bytep out, png_size_t count) {
 void IgnoreWarning(png_structp, png_const_charp) {}
 [[noreturn]] void OnError(png_structp png, png_const_charp) { png_longjmp(png, 1); }
 
+// One decoded row onto `out`; 16-bit samples (big-endian) become round(v / 257), as OpenCV's
+// convertTo(CV_8U, 1/257) gives.
+void AppendRow(const std::uint8_t* row, std::size_t values, bool sixteen,
+               std::vector<std::uint8_t>& out) {
+  if (!sixteen) {
+    out.insert(out.end(), row, row + values);
+    return;
+  }
+  for (std::size_t i = 0; i < values; ++i, row += 2) {
+    const unsigned v = (unsigned{row[0]} << 8) | row[1];
+    out.push_back(static_cast<std::uint8_t>((2 * v + 257) / 514));
+  }
+}
+
 struct PngState {
   png_structp png = nullptr;
   png_infop info = nullptr;
   Reader reader{};
   Bitmap out;
-  std::vector<std::uint8_t> wide;  // 16-bit rows before reduction
+  std::vector<std::uint8_t> wide;  // rows as libpng writes them (16-bit before reduction)
   std::vector<png_bytep> rows;
   ~PngState() {
     if (png != nullptr) png_destroy_read_struct(&png, info != nullptr ? &info : nullptr, nullptr);
@@ -76,23 +90,24 @@ bool Decode(PngState& s, const DecodeLimits& limits) {
   s.out.height = static_cast<int>(h);
   s.out.channels = channels;
   const std::size_t row_values = static_cast<std::size_t>(w) * channels;
-  s.out.pixels.resize(row_values * h);
-  s.rows.resize(h);
-  if (sixteen) {
-    s.wide.resize(row_values * 2 * h);
-    for (png_uint_32 y = 0; y < h; ++y) s.rows[y] = s.wide.data() + y * row_values * 2;
+  const std::size_t row_bytes = row_values * (sixteen ? 2 : 1);
+  if (png_get_interlace_type(s.png, s.info) != PNG_INTERLACE_NONE) {
+    // Adam7 passes revisit every row: the whole (checked) image must be in memory.
+    s.wide.resize(row_bytes * h);
+    s.rows.resize(h);
+    for (png_uint_32 y = 0; y < h; ++y) s.rows[y] = s.wide.data() + y * row_bytes;
+    png_read_image(s.png, s.rows.data());
+    for (png_uint_32 y = 0; y < h; ++y) AppendRow(s.rows[y], row_values, sixteen, s.out.pixels);
   } else {
-    for (png_uint_32 y = 0; y < h; ++y) s.rows[y] = s.out.pixels.data() + y * row_values;
-  }
-  png_read_image(s.png, s.rows.data());
-  png_read_end(s.png, nullptr);
-  if (sixteen) {
-    const std::uint8_t* src = s.wide.data();
-    for (std::size_t i = 0; i < s.out.pixels.size(); ++i, src += 2) {
-      const unsigned v = (unsigned{src[0]} << 8) | src[1];  // PNG samples are big-endian
-      s.out.pixels[i] = static_cast<std::uint8_t>((2 * v + 257) / 514);
+    // Row by row, growing the output as rows arrive: a file that declares a large image but
+    // carries little data costs memory in proportion to its data, not to its header.
+    s.wide.resize(row_bytes);
+    for (png_uint_32 y = 0; y < h; ++y) {
+      png_read_row(s.png, s.wide.data(), nullptr);
+      AppendRow(s.wide.data(), row_values, sixteen, s.out.pixels);
     }
   }
+  png_read_end(s.png, nullptr);
   return true;
 }
 
