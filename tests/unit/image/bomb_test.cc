@@ -119,7 +119,12 @@ bool RunCapped(std::size_t headroom, Body body) {
     const rlim_t current = static_cast<rlim_t>(pages) * static_cast<rlim_t>(sysconf(_SC_PAGESIZE));
     rlimit limit{current + headroom, current + headroom};
     if (pages == 0 || setrlimit(RLIMIT_AS, &limit) != 0) _exit(3);
-    _exit(body() ? 0 : 1);
+    // Whatever happens in the child ends it here: an exception must not unwind into gtest.
+    try {
+      _exit(body() ? 0 : 1);
+    } catch (...) {
+      _exit(2);
+    }
   }
   int status = 0;
   waitpid(pid, &status, 0);
