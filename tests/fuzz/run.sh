@@ -19,7 +19,7 @@ targets=("$@")
 if ((${#targets[@]} == 0)); then
   targets=(http_request recipe_chat recipe_responses recipe_messages recipe_stream
     router_completions tokenizer_json tokenizer_text llama2c_tokenizer safetensors model_loader
-    sim_trace proto_messages bench_trace)
+    sim_trace proto_messages image_decode bench_trace)
 fi
 cc_targets=()
 for t in "${targets[@]}"; do [[ "$t" == bench_trace ]] || cc_targets+=("fuzz_$t"); done

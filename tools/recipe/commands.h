@@ -6,3 +6,4 @@
 
 int RunRender(int argc, char** argv);
 int RunParse(int argc, char** argv);
+int RunImage(int argc, char** argv);
