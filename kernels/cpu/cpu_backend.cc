@@ -4,6 +4,7 @@
 
 #include "attention.h"
 #include "elementwise.h"
+#include "encoder_ops.h"
 #include "matmul.h"
 #include "tandem/kernels/backend.h"
 #include "thread_pool.h"
@@ -51,6 +52,17 @@ class FastCpuBackend final : public Backend {
   void MlaAttention(const MlaAttentionParams& p) override {
     cpu::MlaAttention(pool_, std::span(&p, 1));
   }
+  void LayerNorm(const float* x, std::int64_t rows, std::int64_t dim, const WeightView& weight,
+                 const WeightView& bias, float eps, float* y) override {
+    cpu::LayerNorm(x, rows, dim, weight, bias, eps, y);
+  }
+  void Gelu(const float* x, std::int64_t n, GeluForm form, float* out) override {
+    cpu::Gelu(x, n, form, out);
+  }
+  void AddBias(float* y, std::int64_t rows, const WeightView& bias) override {
+    cpu::AddBias(y, rows, bias);
+  }
+  void FullAttention(const FullAttentionParams& p) override { cpu::FullAttention(pool_, p); }
   void GqaAttentionBatch(std::span<const GqaAttentionParams> batch) override {
     cpu::GqaAttention(pool_, batch);
   }

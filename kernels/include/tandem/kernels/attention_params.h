@@ -55,4 +55,22 @@ struct MlaAttentionParams {
   PagedKvLayer kv;
 };
 
+// Bidirectional multi-head attention of one sequence, as in vision encoders: every token attends to
+// every token, no cache. Head h of token t reads q[t * q_stride + h * head_dim] (head_dim floats),
+// likewise k and v with kv_stride (so q, k and v may be slices of one fused qkv buffer), and writes
+// out[t * out_stride + h * head_dim].
+struct FullAttentionParams {
+  const float* q = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  float* out = nullptr;
+  int n_tokens = 0;
+  int n_heads = 0;
+  int head_dim = 0;
+  std::int64_t q_stride = 0;
+  std::int64_t kv_stride = 0;
+  std::int64_t out_stride = 0;
+  float scale = 1.0f;
+};
+
 }  // namespace tandem::kernels

@@ -15,6 +15,10 @@ namespace tandem::kernels {
 // (2i, 2i+1); Hugging Face rotates (i, i + dim/2).
 enum class RopeLayout : std::uint8_t { kInterleaved, kHalfSplit };
 
+// GELU's two spellings: the exact erf form (torch nn.GELU()) and the tanh approximation
+// (nn.GELU(approximate="tanh"), transformers' "gelu_pytorch_tanh", SigLIP's activation).
+enum class GeluForm : std::uint8_t { kErf, kTanh };
+
 // The compute backend: every op the model forward needs, over memory in the backend's own space
 // (host memory for CPU, device memory for CUDA). Models are written once against this interface;
 // the CPU path is a peer backend, not a special case.
@@ -50,6 +54,17 @@ class Backend {
   virtual void Embed(const WeightView& table, const std::int32_t* ids, std::int64_t rows,
                      float* out) = 0;
   virtual void GqaAttention(const GqaAttentionParams& p) = 0;
+
+  // Encoder ops (vision towers).
+  // y[r] = (x[r] - mean) / sqrt(var + eps) * weight + bias, var the biased variance as torch's
+  // LayerNorm (x and y may alias; bias may be empty).
+  virtual void LayerNorm(const float* x, std::int64_t rows, std::int64_t dim,
+                         const WeightView& weight, const WeightView& bias, float eps, float* y) = 0;
+  // out[i] = gelu(x[i]) in the given form (x and out may alias).
+  virtual void Gelu(const float* x, std::int64_t n, GeluForm form, float* out) = 0;
+  // y[r][i] += bias[i] for every row; y: [rows][bias.cols].
+  virtual void AddBias(float* y, std::int64_t rows, const WeightView& bias) = 0;
+  virtual void FullAttention(const FullAttentionParams& p) = 0;
   virtual void MlaAttention(const MlaAttentionParams& p) = 0;
   // Attention for several sequences of one layer at once (e.g. a decode batch, one token each):
   // the same results as calling the single-sequence op on each, but a backend can spread all of
