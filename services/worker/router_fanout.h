@@ -13,11 +13,13 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "kv_event_publisher.h"
-#include "router_link.h"
+#include "tandem/rpc/router_link.h"
 #include "tandem/engine/block_manager.h"
 #include "tandem/kv/tiered_kv_store.h"
 
 namespace tandem::worker {
+
+using rpc::RouterLink;
 
 struct RouterFanoutOptions {
   // --router: "host:port[,host:port...]". Each host may resolve to several addresses (a

@@ -44,15 +44,7 @@ class WorkerMetrics {
 
  private:
   WorkerMetrics() = default;
-  // Counters are monotonic in the components too; a scrape adds what accrued since the last one.
-  struct CounterSource {
-    metrics::Counter* counter = nullptr;
-    double last = 0;
-    void Sync(double now) {
-      if (now > last) counter->Increment(now - last);
-      last = now;
-    }
-  };
+  using CounterSource = metrics::CounterFromTotal;
 
   std::mutex mu_;
   metrics::Registry registry_;

@@ -17,7 +17,7 @@
 #include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
 #include "kv_event_publisher.h"
-#include "router_link.h"
+#include "tandem/rpc/router_link.h"
 #include "tandem/kv/clock.h"
 #include "tandem/kv/tiered_kv_store.h"
 
@@ -346,10 +346,10 @@ TEST_F(KvEventPublisherTest, HeartbeatsCarryTheLastSeqAndCanAskForASnapshot) {
   v1::WorkerInfo info;
   info.set_worker_id("w1");
   info.set_incarnation(77);
-  RouterLink::KvSync sync;
+  rpc::RouterLink::KvSync sync;
   sync.last_event_seq = [&] { return publisher->last_sent_seq(); };
   sync.resend_snapshot = [&] { publisher->RequestSnapshot(); };
-  RouterLink link(server.address(), info, 20, [] { return v1::WorkerLoad(); }, sync);
+  rpc::RouterLink link(server.address(), info, 20, [] { return v1::WorkerLoad(); }, sync);
   ASSERT_TRUE(router_.WaitFor([](const auto& c) { return !c.empty() && !c[0].events.empty(); }));
   while (router_.registrations() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the registration's snapshot

@@ -12,10 +12,12 @@
 
 #include "gtest/gtest.h"
 #include "in_process_server.h"
-#include "router_link.h"
+#include "tandem/rpc/router_link.h"
 
 namespace tandem::worker {
 namespace {
+
+using rpc::RouterLink;
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;

@@ -5,6 +5,7 @@
 #include "api/recipe_format.h"
 #include "api/request_job.h"
 #include "tandem/security/cache_salt.h"
+#include "api/image_intake.h"
 #include "api/protocol_errors.h"
 #include "tandem/base/status_macros.h"
 #include "tandem/recipe/errors.h"
@@ -137,10 +138,11 @@ absl::StatusOr<ProtocolApi::Prepared> ProtocolApi::Prepare(recipe::Protocol prot
   }
   TANDEM_ASSIGN_OR_RETURN(prepared.request, Convert(protocol, json, conversion_));
   recipe::ConversationRequest& request = prepared.request;
-  for (const recipe::Message& message : request.conversation.messages) {
-    if (!message.image_sources.empty()) {
-      return recipe::RequestError("this model does not accept images");
-    }
+  // Image sources exist only for a format that reads images (V4.1): the others render them as
+  // text during conversion.
+  TANDEM_ASSIGN_OR_RETURN(prepared.images, TakeImages(request.conversation, image::ImageLimits{}));
+  if (!prepared.images.empty() && bpe_ == nullptr) {
+    return recipe::RequestError("this model does not accept images");
   }
   if (options_.format == ChatFormat::kPlain) {
     // Without a chat format there is no reasoning or tool markup to find in the output.
@@ -154,6 +156,10 @@ absl::StatusOr<ProtocolApi::Prepared> ProtocolApi::Prepare(recipe::Protocol prot
         absl::StrCat("cannot tokenise the prompt: ", prompt.status().message()));
   }
   prepared.prompt = std::move(*prompt);
+  if (!prepared.images.empty()) {
+    TANDEM_RETURN_IF_ERROR(ExpandImagePlaceholders(bpe_->TokenToId(recipe::kImageToken),
+                                                   &prepared.prompt, &prepared.images));
+  }
   return prepared;
 }
 
@@ -226,6 +232,7 @@ http::HandlerResult ProtocolApi::Handle(recipe::Protocol protocol, const http::R
   const std::string response_id = NewResponseId(protocol);
   setup.generation.request_id = response_id;
   setup.generation.prompt_ids = prepared->prompt;
+  setup.generation.images = std::move(prepared->images);
   setup.generation.sampling = rpc::ToProto(sampling);
   setup.generation.deadline = std::chrono::system_clock::now() + options_.request_timeout;
   setup.generation.traffic_class = std::move(*traffic_class);

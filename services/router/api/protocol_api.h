@@ -62,6 +62,8 @@ class ProtocolApi {
     recipe::ConversationRequest request;
     std::vector<std::int32_t> prompt;
     std::string cache_salt;  // the body's cache_salt (vLLM's field), taken out before conversion
+    // In prompt order; their placeholders in `prompt` are expanded to their rows already.
+    std::vector<RequestImage> images;
   };
   // The body as a JSON object, or the error that it is not one.
   static absl::StatusOr<nlohmann::ordered_json> ParseBody(absl::string_view body);

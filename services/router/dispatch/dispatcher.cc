@@ -91,6 +91,12 @@ async::Task<absl::StatusOr<GenerationOutcome>> Dispatcher::RunCombined(
     StreamState* state) {
   v1::GenerateRequest call;
   FillCommon(request, &call);
+  if (!request.images.empty()) {
+    absl::StatusOr<std::vector<v1::PromptImage>> images =
+        co_await EncodeImages(request, worker.info().model(), canceller);
+    if (!images.ok()) co_return images.status();
+    for (v1::PromptImage& image : *images) *call.add_images() = std::move(image);
+  }
   call.set_first_token_id(-1);
   state->cached_from_stream = true;
   co_return co_await StreamGenerate(worker, call, request, canceller, state);
@@ -104,6 +110,14 @@ async::Task<absl::StatusOr<GenerationOutcome>> Dispatcher::RunDisaggregated(
   if (state->prefill_lease != nullptr) {
     absl::Status st = co_await state->prefill_lease->Start(executor, canceller, request.deadline);
     if (!st.ok()) co_return st;
+  }
+  // Images first: encoding may take a while, and the decode's reservation holds its capacity.
+  std::vector<v1::PromptImage> images;
+  if (!request.images.empty()) {
+    absl::StatusOr<std::vector<v1::PromptImage>> encoded =
+        co_await EncodeImages(request, prefill.info().model(), canceller);
+    if (!encoded.ok()) co_return encoded.status();
+    images = std::move(*encoded);
   }
   v1::ReserveKvResponse reservation;
   {
@@ -128,6 +142,7 @@ async::Task<absl::StatusOr<GenerationOutcome>> Dispatcher::RunDisaggregated(
     CallCanceller::Scope scope(canceller, &ctx);
     v1::PrefillRequest call;
     FillCommon(request, &call);
+    for (const v1::PromptImage& image : images) *call.add_images() = image;
     *call.mutable_kv_target() = reservation.target();
     grpc::Status st = co_await CallUnary(executor, [&](auto done) {
       prefill.stub().async()->Prefill(&ctx, &call, &prefilled, std::move(done));
@@ -153,6 +168,13 @@ async::Task<absl::StatusOr<GenerationOutcome>> Dispatcher::RunDisaggregated(
   FillCommon(request, &call);
   call.set_handoff_id(prefilled.handoff_id());
   call.set_first_token_id(first);
+  // The decode has the prompt's KV: it needs where the images sit, not their rows.
+  for (const v1::PromptImage& image : images) {
+    v1::PromptImage* span = call.add_images();
+    span->set_position(image.position());
+    span->set_rows(image.rows());
+    span->set_token_id(image.token_id());
+  }
   absl::StatusOr<GenerationOutcome> outcome =
       co_await StreamGenerate(decode, call, request, canceller, state);
   if (!outcome.ok()) co_return outcome;

@@ -70,17 +70,19 @@ absl::StatusOr<v1::RegisterWorkerResponse> WorkerRegistry::Register(
   }
   const v1::WorkerRole role = info.role();
   if (role != v1::WORKER_ROLE_PREFILL && role != v1::WORKER_ROLE_DECODE &&
-      role != v1::WORKER_ROLE_COMBINED) {
+      role != v1::WORKER_ROLE_COMBINED && role != v1::WORKER_ROLE_ENCODER) {
     return absl::InvalidArgumentError(
         absl::StrCat("worker.role ", RoleName(role), " cannot serve generations"));
   }
-  if (static_cast<int>(info.kv_block_size()) != options_.kv_block_size) {
+  // Encoders hold no KV: block size and hash scheme are not theirs to agree on.
+  if (role != v1::WORKER_ROLE_ENCODER &&
+      static_cast<int>(info.kv_block_size()) != options_.kv_block_size) {
     return absl::FailedPreconditionError(absl::StrCat(
         "worker ", info.worker_id(), " uses KV blocks of ", info.kv_block_size(),
         " tokens but this router uses ", options_.kv_block_size,
         ": their prefix hashes would never match"));
   }
-  if (info.kv_hash_scheme() != options_.kv_hash_scheme) {
+  if (role != v1::WORKER_ROLE_ENCODER && info.kv_hash_scheme() != options_.kv_hash_scheme) {
     return absl::FailedPreconditionError(absl::StrCat(
         "worker ", info.worker_id(), " hashes KV blocks with '", info.kv_hash_scheme(),
         "' but this router uses '", options_.kv_hash_scheme,

@@ -45,6 +45,8 @@ class WorkerEntry {
   const std::string& id() const { return info_.worker_id(); }
   v1::WorkerRole role() const { return info_.role(); }
   v1::Worker::Stub& stub() const { return *stub_; }
+  // The same channel for the worker's other services (an encoder's tandem.v1.Encoder).
+  const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
   int router_in_flight() const { return in_flight_.load(); }
 
  private:

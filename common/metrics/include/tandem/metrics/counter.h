@@ -23,4 +23,15 @@ class Counter {
   std::atomic<double> value_{0.0};
 };
 
+// A counter mirroring a running total kept elsewhere (a component's own monotonic count): each
+// scrape adds what accrued since the last one, so the hot path pays nothing for metrics.
+struct CounterFromTotal {
+  Counter* counter = nullptr;
+  double last = 0;
+  void Sync(double total) {
+    if (total > last) counter->Increment(total - last);
+    last = total;
+  }
+};
+
 }  // namespace tandem::metrics

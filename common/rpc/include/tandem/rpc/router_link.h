@@ -11,9 +11,9 @@
 #include "tandem/security/tls.h"
 #include "tandem/v1/router_control.grpc.pb.h"
 
-namespace tandem::worker {
+namespace tandem::rpc {
 
-// Keeps this worker registered with the router: registers, heartbeats with the current load, and
+// Keeps a worker (prefill, decode, combined or encoder) registered with the router: registers, heartbeats with the current load, and
 // re-registers when the router says it does not know us (it restarted) or after errors, with
 // capped backoff. Runs on its own thread; stops in the destructor.
 class RouterLink {
@@ -60,4 +60,4 @@ class RouterLink {
   std::thread thread_;
 };
 
-}  // namespace tandem::worker
+}  // namespace tandem::rpc

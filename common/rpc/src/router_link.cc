@@ -1,11 +1,11 @@
-#include "router_link.h"
+#include "tandem/rpc/router_link.h"
 
 #include <algorithm>
 
 #include "grpcpp/create_channel.h"
 #include "tandem/rpc/conversions.h"
 
-namespace tandem::worker {
+namespace tandem::rpc {
 
 RouterLink::RouterLink(std::string router_address, v1::WorkerInfo info, int heartbeat_ms,
                        LoadFn load, KvSync kv_sync, const security::TlsConfig& tls)
@@ -105,4 +105,4 @@ void RouterLink::Run() {
   }
 }
 
-}  // namespace tandem::worker
+}  // namespace tandem::rpc

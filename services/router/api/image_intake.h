@@ -1,0 +1,27 @@
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "dispatch/dispatcher.h"
+#include "tandem/image/limits.h"
+#include "tandem/recipe/conversation.h"
+
+namespace tandem::router {
+
+// The images of a conversation, read and checked as deepseek-recipe does (count, bytes, format,
+// dimensions, decoding), each measured in prompt positions, in the order their placeholders
+// appear in the rendered prompt. Errors are recipe's, with its location prefix. Remote URLs are
+// refused: this router does not fetch images.
+absl::StatusOr<std::vector<RequestImage>> TakeImages(const recipe::Conversation& conversation,
+                                                     const image::ImageLimits& limits);
+
+// Replaces each image placeholder token of `prompt` (one per image, in order) by the image's
+// rows of placeholder ids, and sets each image's position and token id. The ids are negative
+// and derived from the image's bytes and detail, so that the prefix cache (router index and
+// workers alike, which hash prompt ids) tells two images apart and finds the same image again.
+absl::Status ExpandImagePlaceholders(std::int32_t image_token_id, std::vector<std::int32_t>* prompt,
+                                     std::vector<RequestImage>* images);
+
+}  // namespace tandem::router

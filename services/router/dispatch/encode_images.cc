@@ -1,0 +1,130 @@
+// The encoder step of a generation with images (Dispatcher::EncodeImages).
+#include <algorithm>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "async/event.h"
+#include "dispatch/dispatcher.h"
+#include "tandem/image/errors.h"
+#include "tandem/rpc/conversions.h"
+#include "tandem/v1/encoder.grpc.pb.h"
+
+namespace tandem::router {
+namespace {
+
+// One EncodeImage in flight; lives in the coroutine's frame until its callback ran.
+struct EncodeCall {
+  std::shared_ptr<WorkerEntry> encoder;
+  std::unique_ptr<v1::Encoder::Stub> stub;
+  grpc::ClientContext ctx;
+  v1::EncodeImageRequest request;
+  v1::EncodeImageResponse response;
+  grpc::Status status;
+  std::shared_ptr<async::Event> done;
+  std::unique_ptr<CallCanceller::Scope> scope;  // the client leaving cancels the call
+};
+
+// Worth another encoder: it is gone, busy or out of cache. Anything else (the image itself is
+// bad, the deadline passed) is the request's answer.
+bool TryAnotherEncoder(grpc::StatusCode code) {
+  return code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::RESOURCE_EXHAUSTED ||
+         code == grpc::StatusCode::ABORTED || code == grpc::StatusCode::INTERNAL ||
+         code == grpc::StatusCode::UNKNOWN;
+}
+
+}  // namespace
+
+async::Task<absl::StatusOr<std::vector<v1::PromptImage>>> Dispatcher::EncodeImages(
+    const GenerationRequest& request, const std::string& model, CallCanceller* canceller) {
+  std::vector<v1::PromptImage> out(request.images.size());
+  if (request.images.empty()) co_return out;
+  std::vector<WorkerView> encoders = registry_->Healthy(model, v1::WORKER_ROLE_ENCODER);
+  if (encoders.empty()) {
+    co_return absl::UnavailableError(
+        absl::StrCat("no healthy vision encoder serves ", model, ": images cannot be read now"));
+  }
+  std::sort(encoders.begin(), encoders.end(),
+            [](const WorkerView& a, const WorkerView& b) { return a.load < b.load; });
+  const std::size_t n = request.images.size();
+  std::vector<std::size_t> attempts(n, 0);
+  std::vector<bool> done(n, false);
+  std::vector<std::string> last_error(n);
+  std::size_t remaining = n;
+  std::size_t next_encoder = 0;
+  while (remaining > 0) {
+    // Every image not yet encoded goes out at once, round-robin from the least loaded encoder.
+    // Checked before any call of the round starts: a call in flight must be awaited.
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!done[i] && attempts[i] >= encoders.size()) {
+        co_return absl::UnavailableError(absl::StrCat(
+            "every vision encoder failed image ", i, " of this request; the last said: ",
+            last_error[i]));
+      }
+    }
+    std::vector<std::unique_ptr<EncodeCall>> calls(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (done[i]) continue;
+      ++attempts[i];
+      const RequestImage& image = request.images[i];
+      auto call = std::make_unique<EncodeCall>();
+      call->encoder = encoders[(next_encoder++) % encoders.size()].entry;
+      call->stub = v1::Encoder::NewStub(call->encoder->channel());
+      call->ctx.set_deadline(request.deadline);
+      *call->request.mutable_version() = rpc::CurrentVersion();
+      call->request.set_request_id(request.request_id);
+      call->request.set_image(*image.bytes);
+      call->request.set_detail(image.detail);
+      call->done = async::Event::Create(options_.executor);
+      call->scope = std::make_unique<CallCanceller::Scope>(canceller, &call->ctx);
+      EncodeCall* raw = call.get();
+      raw->stub->async()->EncodeImage(&raw->ctx, &raw->request, &raw->response,
+                                      [raw](grpc::Status st) {
+                                        raw->status = std::move(st);
+                                        std::shared_ptr<async::Event> notify = raw->done;
+                                        notify->Notify();
+                                      });
+      calls[i] = std::move(call);
+    }
+    absl::Status failure;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (calls[i] == nullptr) continue;
+      co_await calls[i]->done->Wait();
+      calls[i]->scope.reset();
+      const grpc::Status& st = calls[i]->status;
+      const RequestImage& image = request.images[i];
+      if (st.ok()) {
+        const v1::EncodeImageResponse& r = calls[i]->response;
+        if (r.rows() != image.rows) {
+          // The prompt reserved image.rows positions: another count would misalign it.
+          failure.Update(absl::InternalError(absl::StrCat(
+              "encoder ", calls[i]->encoder->id(), " made ", r.rows(), " rows of image ", i,
+              ", the prompt holds ", image.rows)));
+          continue;
+        }
+        v1::PromptImage& p = out[i];
+        p.set_position(image.position);
+        p.set_rows(image.rows);
+        p.set_token_id(image.token_id);
+        p.set_encoder_endpoint(calls[i]->encoder->info().grpc_endpoint());
+        p.set_lease_id(r.lease_id());
+        p.set_content_key(r.content_key());
+        done[i] = true;
+        --remaining;
+      } else if (canceller->cancelled()) {
+        failure.Update(canceller->reason());
+      } else if (st.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+        // The image itself: recipe's message, located as recipe locates it.
+        failure.Update(image::WithImageLocation(
+            image::ImageError(image::ImageErrorKind::kDecode), image.path, image.index));
+      } else if (!TryAnotherEncoder(st.error_code())) {
+        failure.Update(rpc::FromGrpc(st));
+      } else {
+        last_error[i] = absl::StrCat(calls[i]->encoder->id(), ": ", st.error_message());
+      }
+    }
+    if (!failure.ok()) co_return failure;
+  }
+  co_return out;
+}
+
+}  // namespace tandem::router
