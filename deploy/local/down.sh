@@ -4,7 +4,7 @@ set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 run_dir="${TANDEM_RUN_DIR:-$root/deploy/local/.run}"
 stopped=0
-for name in decode prefill router; do
+for name in encoder decode prefill router; do
   pid_file="$run_dir/$name.pid"
   [[ -f "$pid_file" ]] || continue
   pid="$(cat "$pid_file")"

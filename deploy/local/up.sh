@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Starts a local tandem cluster on loopback: router + 1 prefill + 1 decode worker.
+# Starts a local tandem cluster on loopback: router + 1 prefill + 1 decode worker (+ 1 vision
+# encoder when TANDEM_VISION_MODEL is set).
 #
 #   deploy/local/up.sh            # then: deploy/local/down.sh
 #
@@ -11,6 +12,9 @@
 #   TANDEM_THREADS      compute threads per worker (default 1)
 #   TANDEM_RUN_DIR      where pid files and logs go (default deploy/local/.run)
 #   TANDEM_SKIP_BUILD   1: do not (re)build
+#   TANDEM_VISION_MODEL a vision tower directory: also start tandem-encoder with it (a DeepSeek
+#                       V4.1 model served with TANDEM_CHAT_FORMAT=deepseek-v4.1 then reads images)
+#   TANDEM_CHAT_FORMAT  the router's --chat-format (default auto)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
@@ -47,7 +51,7 @@ resolve_model() {
 "$root/tools/install_deps.sh"
 if [[ "${TANDEM_SKIP_BUILD:-0}" != 1 ]]; then
   cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-  cmake --build "$build_dir" --target tandem-router tandem-prefill tandem-decode
+  cmake --build "$build_dir" --target tandem-router tandem-prefill tandem-decode tandem-encoder
 fi
 model="$(resolve_model)"
 mkdir -p "$run_dir"
@@ -64,11 +68,19 @@ start() {  # name, then the command
 start router env GLIBC_TUNABLES="${GLIBC_TUNABLES:-glibc.malloc.hugetlb=1}" \
   "$build_dir/services/router/tandem-router" --model "$model" \
   --http-listen "127.0.0.1:$http_port" --control-listen "127.0.0.1:$control_port" \
-  --port-file "$run_dir/router.port"
+  --port-file "$run_dir/router.port" --chat-format "${TANDEM_CHAT_FORMAT:-auto}"
+served_name="$(basename "$model")"
+roles=(router prefill decode)
 start prefill "$build_dir/services/prefill/tandem-prefill" --model "$model" \
   --router "127.0.0.1:$control_port" --threads "$threads" --port-file "$run_dir/prefill.port"
 start decode "$build_dir/services/decode/tandem-decode" --model "$model" \
   --router "127.0.0.1:$control_port" --threads "$threads" --port-file "$run_dir/decode.port"
+if [[ -n "${TANDEM_VISION_MODEL:-}" ]]; then
+  start encoder "$build_dir/services/encoder/tandem-encoder" --model "$TANDEM_VISION_MODEL" \
+    --served-model-name "$served_name" --router "127.0.0.1:$control_port" --threads "$threads" \
+    --port-file "$run_dir/encoder.port"
+  roles+=(encoder)
+fi
 
 url="http://127.0.0.1:$http_port"
 for _ in $(seq 1 300); do
@@ -83,7 +95,7 @@ stop it with: deploy/local/down.sh
 EOT
     exit 0
   fi
-  for name in router prefill decode; do
+  for name in "${roles[@]}"; do
     if ! kill -0 "$(cat "$run_dir/$name.pid")" 2>/dev/null; then
       echo "$name exited during start-up; its log:" >&2
       tail -n 20 "$run_dir/$name.log" >&2

@@ -218,8 +218,11 @@ def stage_violations(objects, stage) -> list[str]:
     if "cpu" not in req or "memory" not in req:
         bad.append(f"{stage}: resource requests need cpu and memory: {req}")
 
-    # The router and every worker read the same block size and model.
-    for var, key in (("TANDEM_BLOCK_SIZE", "KV_BLOCK_SIZE"), ("TANDEM_MODEL", "MODEL_DIR")):
+    # The router and every worker read the same block size and model; the encoder reads the
+    # vision tower's directory (it holds no KV).
+    shared = ((("TANDEM_MODEL", "VISION_MODEL_DIR"),) if stage == "encoder" else
+              (("TANDEM_BLOCK_SIZE", "KV_BLOCK_SIZE"), ("TANDEM_MODEL", "MODEL_DIR")))
+    for var, key in shared:
         ref = env.get(var, {}).get("valueFrom", {}).get("configMapKeyRef", {})
         if not ref.get("name", "").startswith("tandem-config") or ref.get("key") != key:
             bad.append(f"{stage}: {var} must come from the tandem-config ConfigMap key {key}")
@@ -585,7 +588,9 @@ def network_violations(objects) -> list[str]:
             expectations.append(("router", 8000, set(sources)))
             expectations.append(("router", 50051, set(WORKER_STAGES) & set(present)))
             continue
-        expectations.append((stage, 50061, {"router"}))
+        # Encoders also serve image rows to the workers that compute prompts.
+        grpc_from = {"router"} | (set(KV_STAGES) & set(present) if stage == "encoder" else set())
+        expectations.append((stage, 50061, grpc_from))
         expectations.append((stage, 9090, set()))  # monitoring namespaces only (labelled)
         if stage in KV_STAGES:
             rng = ucx_range(objects, stage)
