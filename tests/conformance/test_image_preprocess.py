@@ -26,7 +26,7 @@ import image_corpus  # noqa: E402  (needs Pillow)
 MAX_DIMENSION = 2048
 LOW_DETAIL_MAX = 512
 PIXEL_TOLERANCE = 3
-# Known divergence (docs/images.md): in a few images of the low-detail path (1 of 322 here, the
+# Known divergence (docs/images.md): in a few images of the low-detail path (1 of 318 here, the
 # lossy WebP 314 at 1142x1600) recipe's area downscale and ours (bit-identical to OpenCV 4.12's
 # INTER_AREA as published on PyPI) differ, and WebP's intra prediction spreads the difference
 # over part of the image. At most this share of images may exceed PIXEL_TOLERANCE, by at most
