@@ -92,22 +92,29 @@ void VerticalPass(const std::vector<int>* const rows[4], const std::array<int, 4
   // takes depends on its place in the BGR row, not ours.
   const std::size_t vector_end = n / kLanes * kLanes;
   constexpr int kShift = 2 * kCoefBits;
-  for (std::size_t i = 0; i < n; ++i) {
+  auto by_float = [&](std::size_t i) {
+    float acc = static_cast<float>(s3[i]) * b3;
+    acc = static_cast<float>(s2[i]) * b2 + acc;
+    acc = static_cast<float>(s1[i]) * b1 + acc;
+    acc = static_cast<float>(s0[i]) * b0 + acc;
+    d[i] = static_cast<std::uint8_t>(Clamp(static_cast<int>(std::nearbyint(acc)), 0, 255));
+  };
+  // A value's BGR place is at most 2 past its RGB place: below vector_end - 2 all are vector ones.
+  const std::size_t surely_vector = vector_end >= 2 ? vector_end - 2 : 0;
+  std::size_t i = 0;
+  for (; i < surely_vector; ++i) by_float(i);
+  for (; i < n; ++i) {
     const std::size_t channel = i % 3;
     if (i - channel + (2 - channel) < vector_end) {
-      float acc = static_cast<float>(s3[i]) * b3;
-      acc = static_cast<float>(s2[i]) * b2 + acc;
-      acc = static_cast<float>(s1[i]) * b1 + acc;
-      acc = static_cast<float>(s0[i]) * b0 + acc;
-      d[i] = static_cast<std::uint8_t>(Clamp(static_cast<int>(std::nearbyint(acc)), 0, 255));
-    } else {
-      const long long v = static_cast<long long>(s0[i]) * weight[0] +
-                          static_cast<long long>(s1[i]) * weight[1] +
-                          static_cast<long long>(s2[i]) * weight[2] +
-                          static_cast<long long>(s3[i]) * weight[3];
-      d[i] = static_cast<std::uint8_t>(
-          Clamp(static_cast<int>((v + (1 << (kShift - 1))) >> kShift), 0, 255));
+      by_float(i);
+      continue;
     }
+    const long long v = static_cast<long long>(s0[i]) * weight[0] +
+                        static_cast<long long>(s1[i]) * weight[1] +
+                        static_cast<long long>(s2[i]) * weight[2] +
+                        static_cast<long long>(s3[i]) * weight[3];
+    d[i] = static_cast<std::uint8_t>(
+        Clamp(static_cast<int>((v + (1 << (kShift - 1))) >> kShift), 0, 255));
   }
 }
 
