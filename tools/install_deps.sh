@@ -6,6 +6,8 @@ packages=(cmake ninja-build ccache g++ pkg-config libabsl-dev libgtest-dev libgm
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libucx-dev ucx-utils python3 python3-venv
   libboost-dev librocksdb-dev
+  libjpeg62-turbo-dev libpng-dev libwebp-dev libgif-dev zlib1g-dev  # common/image codecs
+  libcurl4-openssl-dev  # common/image: the image URL fetcher
   clang libclang-rt-14-dev)  # tests/fuzz: clang's libFuzzer and sanitizer runtimes
 missing=()
 for p in "${packages[@]}"; do

@@ -72,13 +72,53 @@ def _chunk(kind, data):
     return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
 
 
-def raw_png(width, height, colour_type, bit_depth, rows, extra=()):
-    """A PNG from raw scanlines (filter byte 0 added here), for what Pillow does not write."""
-    ihdr = struct.pack(">IIBBBBB", width, height, bit_depth, colour_type, 0, 0, 0)
-    body = b"".join(b"\0" + row for row in rows)
+ADAM7 = ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2))
+
+
+def raw_png(width, height, colour_type, bit_depth, rows, extra=(), interlace=False):
+    """A PNG from raw scanlines (filter byte 0 added here), for what Pillow does not write:
+    16-bit colour, tRNS on grey or RGB, Adam7 interlacing (whole-byte samples only)."""
+    ihdr = struct.pack(">IIBBBBB", width, height, bit_depth, colour_type, 0, 0, 1 if interlace else 0)
+    if not interlace:
+        body = b"".join(b"\0" + row for row in rows)
+    else:
+        size = len(rows[0]) // width  # bytes per pixel
+        body = b""
+        for x0, y0, dx, dy in ADAM7:
+            for y in range(y0, height, dy):
+                line = b"".join(rows[y][x * size:(x + 1) * size] for x in range(x0, width, dx))
+                if line:
+                    body += b"\0" + line
     chunks = [_chunk(b"IHDR", ihdr)] + [_chunk(k, d) for k, d in extra]
     chunks += [_chunk(b"IDAT", zlib.compress(body)), _chunk(b"IEND", b"")]
     return b"\x89PNG\r\n\x1a\n" + b"".join(chunks)
+
+
+def _png_interlaced(rng, w, h, channels, bit_depth):
+    rows = []
+    for y in range(h):
+        row = bytearray()
+        for x in range(w):
+            for c in range(channels):
+                v = (x * 5 + y * 3 + c * 70 + rng.randrange(8)) % 256
+                row += bytes([v, v]) if bit_depth == 16 else bytes([v])
+        rows.append(bytes(row))
+    return raw_png(w, h, {1: 0, 2: 4, 3: 2, 4: 6}[channels], bit_depth, rows, interlace=True)
+
+
+def _gif_placed(rng, screen, frame, offset):
+    """A GIF whose first frame is smaller than, offset in, or beyond its logical screen."""
+    data = bytearray(_save(_content(rng, *frame).convert("P", palette=Image.Palette.ADAPTIVE), "GIF"))
+    data[6:10] = struct.pack("<HH", *screen)
+    flags = data[10]
+    pos = 13 + (3 * 2 ** ((flags & 7) + 1) if flags & 0x80 else 0)
+    while data[pos] != 0x2C:  # skip extensions up to the image descriptor
+        pos += 2
+        while data[pos]:
+            pos += data[pos] + 1
+        pos += 1
+    data[pos + 1:pos + 5] = struct.pack("<HH", *offset)
+    return bytes(data)
 
 
 def _png16(rng, w, h, channels):
@@ -165,6 +205,12 @@ def generate(seed=1):
     for i in range(12):
         w, h = _small(_size(rng), 300)
         add(f"png16-{i}-{w}x{h}", _png16(rng, w, h, rng.choice((1, 2, 3, 4))))
+    for i in range(8):
+        w, h = _small(_size(rng), 300)
+        add(f"png-interlaced-{i}-{w}x{h}", _png_interlaced(rng, w, h, 1 + i % 4, 16 if i % 3 == 0 else 8))
+    for screen, frame, offset in (((50, 40), (30, 20), (5, 7)), ((40, 30), (30, 20), (20, 20)),
+                                  ((10, 10), (30, 20), (0, 0)), ((700, 300), (200, 100), (450, 150))):
+        add(f"gif-placed-{screen[0]}x{screen[1]}", _gif_placed(rng, screen, frame, offset))
     for i in range(8):
         w, h = _small(_size(rng), 400)
         add(f"png-trns-{'grey' if i % 2 else 'rgb'}-{w}x{h}", _png_trns(rng, w, h, grey=i % 2 == 1))

@@ -115,6 +115,67 @@ def test_corpus_covers_every_format_and_variant(corpus):
     for fmt in ("png", "png16", "jpeg", "gif", "webp"):
         assert kinds[fmt] > 0, kinds
     names = " ".join(c.name for c in cases)
-    for variant in ("CMYK", "exif6", "gif-anim", "webp-anim", "webp-alpha", "RGBA", "png-trns",
+    for variant in ("CMYK", "exif6", "gif-anim", "gif-placed", "png-interlaced", "webp-anim", "webp-alpha", "RGBA", "png-trns",
                     "1x2048", "2048x1", "refuse-png-bomb-100000", "refuse-empty"):
         assert variant in names, variant
+
+
+def data_url_cases():
+    """data: URLs in the forms clients send and the ones recipe refuses."""
+    import base64
+    import random
+    import urllib.parse
+
+    rng = random.Random(3)
+    png = image_corpus._save(image_corpus._content(rng, 40, 30), "PNG")
+    gif = image_corpus._save(image_corpus._content(rng, 20, 10), "GIF")
+    b64 = base64.b64encode(png).decode()
+    spaced = " ".join(b64[i:i + 60] for i in range(0, len(b64), 60))
+    return [
+        f"data:image/png;base64,{b64}",
+        f"data:image/jpeg;base64,{b64}",             # declared type disagrees: bytes decide
+        f"data:image/jpg;base64,{b64}",
+        f"DATA:IMAGE/PNG;BASE64,{b64}",
+        f"data:image/png;charset=x;base64,{b64}",
+        f"data:image/png;base64,{b64.rstrip('=')}",   # padding optional
+        f"data:image/png;base64,{spaced}",            # whitespace ignored
+        f"data:image/png;base64,{b64}#fragment",
+        "data:image/gif," + urllib.parse.quote_from_bytes(gif),
+        "data:image/png;base64,",
+        "data:image/png;base64,@@@@",
+        "data:image/png;base64," + b64[:-5],
+        "data:image/bmp;base64," + b64,
+        "data:text/plain;base64," + b64,
+        "data:;base64," + b64,
+        "data:image/png" + b64,                       # no comma
+        "notdata:image/png;base64," + b64,
+        "data:image/png;base64," + base64.b64encode(b"not an image at all").decode(),
+    ]
+
+
+def test_data_urls_match_recipes_resolver(tmp_path):
+    urls = data_url_cases()
+    paths = []
+    for n, url in enumerate(urls):
+        path = tmp_path / f"{n}.txt"
+        path.write_text(url)
+        paths.append(path)
+    run = subprocess.run([str(BINARY), "image", "--encoding", "v4.1", "--detail", "high",
+                          "--data-url"] + [str(p) for p in paths],
+                         capture_output=True, text=True, timeout=120)
+    got = [json.loads(line) for line in run.stdout.splitlines()]
+    assert len(got) == len(urls), run.stderr
+    resolver = dr.ImageResolver(dr.ReqwestImageFetcher(), dr.OpenCvImagePreprocessor())
+    for url, mine in zip(urls, got):
+        try:
+            (info,) = resolver.resolve([dr.DataUrlImageSource(url)], dr.ImageQuota()).images
+            want = {"width": info.width, "height": info.height,
+                    "image_tokens": dr.MultiModalData([info]).image_token_adjustment() + 1}
+        except dr.ImageError as e:
+            want = {"error": {"kind": e.kind, "message": str(e)}}
+        if "error" in want and "error" in mine:
+            assert mine["error"]["message"] == want["error"]["message"], url[:60]
+            assert (mine["error"]["kind"] == want["error"]["kind"]
+                    or {mine["error"]["kind"], want["error"]["kind"]} <= UNREADABLE), (url[:60], mine, want)
+        else:
+            assert mine == want, url[:60]

@@ -3,13 +3,16 @@
 // them.
 //
 //   image --encoding v4.1 --detail low|high|original|auto [--max-dimension N]
-//         [--low-detail-max-dimension N] [--no-webp-roundtrip] [--dump-rgb DIR] FILE...
+//         [--low-detail-max-dimension N] [--no-webp-roundtrip] [--dump-rgb DIR] [--data-url]
+//         FILE...
 //
 // Prints one JSON line per FILE: {"width": W, "height": H, "image_tokens": N}, or for a refused
 // image {"error": {"kind": K, "message": M}} with recipe's message ("image[0]: You have uploaded
 // an unsupported image. ..."); exits 1 when any image was refused. --dump-rgb writes the
 // preprocessed pixels (RGB8, row-major, HWC) of the n-th FILE (from 0) to DIR/<n>.rgb. --max-dimension defaults to recipe's
-// limit for a request of one image (8192). V4 renders images as text and counts none: refused.
+// limit for a request of one image (8192). With --data-url each FILE holds a data: URL (text),
+// decoded as recipe's resolver decodes one (DataUrlImageSource) before preprocessing. V4 renders
+// images as text and counts none: refused.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -21,6 +24,7 @@
 #include "absl/strings/numbers.h"
 #include "commands.h"
 #include "nlohmann/json.hpp"
+#include "tandem/image/data_url.h"
 #include "tandem/image/errors.h"
 #include "tandem/image/limits.h"
 #include "tandem/image/preprocess.h"
@@ -33,6 +37,7 @@ struct ImageArgs {
   std::optional<std::string> encoding;
   img::PreprocessOptions options = img::ImageLimits{}.OptionsFor(img::Detail::kHigh, 1);
   std::string dump_rgb;
+  bool data_url = false;
   std::vector<std::string> files;
 };
 
@@ -40,7 +45,7 @@ int Usage(const std::string& error) {
   std::fprintf(stderr,
                "error: %s\nusage: tandem-recipe image --encoding v4.1 --detail "
                "low|high|original|auto [--max-dimension N] [--low-detail-max-dimension N] "
-               "[--no-webp-roundtrip] [--dump-rgb DIR] FILE...\n",
+               "[--no-webp-roundtrip] [--dump-rgb DIR] [--data-url] FILE...\n",
                error.c_str());
   return 2;
 }
@@ -77,6 +82,8 @@ std::optional<std::string> ParseArgs(int argc, char** argv, ImageArgs* a) {
       if (!pixels(&a->options.low_detail_max_dimension_px)) {
         return "--low-detail-max-dimension takes a positive integer";
       }
+    } else if (arg == "--data-url") {
+      a->data_url = true;
     } else if (arg == "--no-webp-roundtrip") {
       a->options.webp_roundtrip = false;
     } else if (arg == "--dump-rgb") {
@@ -117,7 +124,15 @@ int RunImage(int argc, char** argv) {
       std::fprintf(stderr, "error: cannot read %s\n", path.c_str());
       return 2;
     }
-    absl::StatusOr<img::PreprocessedImage> image = img::PreprocessImage(*bytes, args.options);
+    absl::StatusOr<img::PreprocessedImage> image;
+    if (args.data_url) {
+      absl::StatusOr<std::string> decoded =
+          img::DecodeDataUrl(*bytes, img::ImageLimits{}.max_image_bytes);
+      image = decoded.ok() ? img::PreprocessImage(*decoded, args.options)
+                           : absl::StatusOr<img::PreprocessedImage>(decoded.status());
+    } else {
+      image = img::PreprocessImage(*bytes, args.options);
+    }
     nlohmann::json line;
     if (!image.ok()) {
       const absl::Status located = img::WithImageLocation(image.status(), "", 0);

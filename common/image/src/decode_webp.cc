@@ -13,8 +13,7 @@ namespace {
 
 absl::Status Fail() { return ImageError(ImageErrorKind::kEmptyImage); }
 
-absl::StatusOr<Bitmap> FirstFrame(absl::string_view bytes, const WebPBitstreamFeatures& f,
-                                  const DecodeLimits& limits) {
+absl::StatusOr<Bitmap> FirstFrame(absl::string_view bytes, const DecodeLimits& limits) {
   WebPData data{reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()};
   WebPAnimDecoderOptions options;
   if (!WebPAnimDecoderOptionsInit(&options)) return Fail();
@@ -27,7 +26,6 @@ absl::StatusOr<Bitmap> FirstFrame(absl::string_view bytes, const WebPBitstreamFe
   const std::uint32_t ch = WebPDemuxGetI(demux, WEBP_FF_CANVAS_HEIGHT);
   WebPDemuxDelete(demux);
   if (cw == 0 || ch == 0 || cw > limits.max_width || ch > limits.max_height) return Fail();
-  (void)f;
   WebPAnimDecoder* decoder = WebPAnimDecoderNew(&data, &options);
   if (decoder == nullptr) return Fail();
   std::uint8_t* frame = nullptr;
@@ -54,7 +52,7 @@ absl::StatusOr<Bitmap> DecodeWebp(absl::string_view bytes, const DecodeLimits& l
       static_cast<std::uint32_t>(f.height) > limits.max_height) {
     return Fail();
   }
-  if (f.has_animation) return FirstFrame(bytes, f, limits);
+  if (f.has_animation) return FirstFrame(bytes, limits);
   Bitmap out;
   out.width = f.width;
   out.height = f.height;

@@ -88,22 +88,33 @@ void VerticalPass(const std::vector<int>* const rows[4], const std::array<int, 4
   const int* s1 = rows[1]->data();
   const int* s2 = rows[2]->data();
   const int* s3 = rows[3]->data();
+  // OpenCV's rows are BGR: its value p*3 + k is our value p*3 + (2 - k), so which path a value
+  // takes depends on its place in the BGR row, not ours.
   const std::size_t vector_end = n / kLanes * kLanes;
-  std::size_t i = 0;
-  for (; i < vector_end; ++i) {
+  constexpr int kShift = 2 * kCoefBits;
+  auto by_float = [&](std::size_t i) {
     float acc = static_cast<float>(s3[i]) * b3;
     acc = static_cast<float>(s2[i]) * b2 + acc;
     acc = static_cast<float>(s1[i]) * b1 + acc;
     acc = static_cast<float>(s0[i]) * b0 + acc;
     d[i] = static_cast<std::uint8_t>(Clamp(static_cast<int>(std::nearbyint(acc)), 0, 255));
-  }
-  constexpr int kShift = 2 * kCoefBits;
+  };
+  // A value's BGR place is at most 2 past its RGB place: below vector_end - 2 all are vector ones.
+  const std::size_t surely_vector = vector_end >= 2 ? vector_end - 2 : 0;
+  std::size_t i = 0;
+  for (; i < surely_vector; ++i) by_float(i);
   for (; i < n; ++i) {
+    const std::size_t channel = i % 3;
+    if (i - channel + (2 - channel) < vector_end) {
+      by_float(i);
+      continue;
+    }
     const long long v = static_cast<long long>(s0[i]) * weight[0] +
                         static_cast<long long>(s1[i]) * weight[1] +
                         static_cast<long long>(s2[i]) * weight[2] +
                         static_cast<long long>(s3[i]) * weight[3];
-    d[i] = static_cast<std::uint8_t>(Clamp(static_cast<int>((v + (1 << (kShift - 1))) >> kShift), 0, 255));
+    d[i] = static_cast<std::uint8_t>(
+        Clamp(static_cast<int>((v + (1 << (kShift - 1))) >> kShift), 0, 255));
   }
 }
 

@@ -10,9 +10,10 @@
 //      the decoders' own size limits set to the checked header size, so a lying header cannot
 //      make them allocate more; EXIF orientation is not applied (recipe does not);
 //   4. blend transparency onto #FDFDFD, reduce to 8-bit RGB;
-//   5. at low detail, scale the long side down to low_detail_max_dimension_px (bicubic);
+//   5. at low detail, scale the long side down to low_detail_max_dimension_px (area averaging);
 //   6. fit the V4.1 token budget (token_spec.h): scale bicubically, keeping the aspect ratio, and
-//      centre on grey (127) padding to the fitted size;
+//      centre on grey (127) padding to the fitted size (both resizes reproduce OpenCV's arithmetic
+//      bit for bit);
 //   7. round-trip through lossy WebP at quality 90, as recipe ships WebP to the model server, so
 //      that the pixels are the ones a recipe deployment's vision tower sees (optional).
 //

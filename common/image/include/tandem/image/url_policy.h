@@ -7,9 +7,8 @@
 //
 //   UrlPolicy policy{.fetch_enabled = true, .allowed_hosts = {"images.example.com", ".cdn.net"}};
 //   TANDEM_ASSIGN_OR_RETURN(ImageUrl url, CheckImageUrl(text, policy, limits.max_url_len));
-//   // with libcurl: CURLOPT_OPENSOCKETFUNCTION calls IsFetchableAddress(&address->addr) and
-//   // returns CURL_SOCKET_BAD when it is false; CURLOPT_PROTOCOLS_STR "http,https";
-//   // CURLOPT_MAXFILESIZE_LARGE max_bytes; CURLOPT_TIMEOUT_MS timeout; no proxy.
+//   // ImageFetcher (fetch.h) applies both checks: this one per hop, IsFetchableAddress per
+//   // connection.
 //
 // Before the policy, recipe's own checks run in its order: a URL not starting with "http" (any
 // case) is kInvalidUrl, one longer than max_url_len bytes kUrlTooLong.
