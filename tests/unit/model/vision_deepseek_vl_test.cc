@@ -1,7 +1,10 @@
 // The DeepSeek-VL tower (SigLIP + aligner) against transformers' DeepseekVLModel on the tiny
 // random-weight fixture of tools/fixtures/make_vision_fixtures.py.
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 #include "gtest/gtest.h"
 #include "tandem/kernels/backend.h"

@@ -1,5 +1,7 @@
 // The DeepSeek V4.1 vision tower against tools/fixtures/v41_vision_reference.py (tiny random
 // weights, tests/fixtures/vision/v41), and its row count against deepseek_recipe's image_tokens.
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
