@@ -29,26 +29,29 @@ std::unique_ptr<VisionTower> LoadV41(kernels::Backend* backend) {
 class V41TowerTest : public ::testing::TestWithParam<bool> {};
 
 TEST_P(V41TowerTest, MatchesTorchReference) {
-  auto backend = GetParam() ? kernels::CreateCpuBackend({.num_threads = 2})
-                            : kernels::CreateReferenceCpuBackend();
-  auto tower = LoadV41(backend.get());
-  ASSERT_NE(tower, nullptr);
-  EXPECT_EQ(tower->kind(), "deepseek_v41_vision");
-  EXPECT_EQ(tower->hidden_size(), 48);
-  const auto expected = LoadExpected(VisionFixtureDir("v41"));
-  ASSERT_EQ(expected.size(), 5u);
-  for (const auto& e : expected) {
-    if (!GetParam() && e.width * e.height > 100000) continue;  // scalar attention: small ones only
-    auto rows = tower->OutputRows(e.width, e.height);
-    ASSERT_TRUE(rows.ok()) << rows.status();
-    EXPECT_EQ(*rows, e.rows) << e.name;
-    auto out = tower->Encode(e.width, e.height, PatternImage(e.width, e.height, e.seed));
-    ASSERT_TRUE(out.ok()) << out.status();
-    ASSERT_EQ(out->size(), e.values.size()) << e.name;
-    const double err = WorstRowRelError(*out, e.values, e.cols);
-    EXPECT_LT(err, 1e-4) << e.name;
-    std::printf("%s %s: worst row relative error %.3g\n", tower->kind().data(), e.name.c_str(),
-                err);
+  // v41_bf16: the same model with BF16 weights, read in place.
+  for (const char* fixture : {"v41", "v41_bf16"}) {
+    SCOPED_TRACE(fixture);
+    auto backend = GetParam() ? kernels::CreateCpuBackend({.num_threads = 2})
+                              : kernels::CreateReferenceCpuBackend();
+    auto tower = LoadVisionTower(VisionFixtureDir(fixture), backend.get());
+    ASSERT_TRUE(tower.ok()) << tower.status();
+    EXPECT_EQ((*tower)->kind(), "deepseek_v41_vision");
+    EXPECT_EQ((*tower)->hidden_size(), 48);
+    const auto expected = LoadExpected(VisionFixtureDir(fixture));
+    ASSERT_GE(expected.size(), 3u);
+    for (const auto& e : expected) {
+      if (!GetParam() && e.width * e.height > 100000) continue;  // scalar attention: small only
+      auto rows = (*tower)->OutputRows(e.width, e.height);
+      ASSERT_TRUE(rows.ok()) << rows.status();
+      EXPECT_EQ(*rows, e.rows) << e.name;
+      auto out = (*tower)->Encode(e.width, e.height, PatternImage(e.width, e.height, e.seed));
+      ASSERT_TRUE(out.ok()) << out.status();
+      ASSERT_EQ(out->size(), e.values.size()) << e.name;
+      const double err = WorstRowRelError(*out, e.values, e.cols);
+      EXPECT_LT(err, 1e-4) << e.name;
+      std::printf("%s %s: worst row relative error %.3g\n", fixture, e.name.c_str(), err);
+    }
   }
 }
 
