@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <thread>
+#include <utility>
 
 #include "gtest/gtest.h"
 #include "tandem/kernels/backend.h"
@@ -100,6 +102,34 @@ TEST(V41Tower, EveryPixelRegionReachesItsRows) {
   EXPECT_GT(row_diff(7), 1e-3);  // the changed cell: second merged row, third token
   // Newline rows equal each other, as do nothing else.
   for (int i = 0; i < 48; ++i) EXPECT_EQ((*a)[4 * 48 + i], (*a)[8 * 48 + i]);
+}
+
+TEST(V41Tower, ConcurrentEncodesMatchSequentialOnes) {
+  // The encoder service runs several Encode calls on one tower and one backend at once.
+  auto backend = kernels::CreateCpuBackend({.num_threads = 2});
+  auto tower = LoadV41(backend.get());
+  ASSERT_NE(tower, nullptr);
+  const std::pair<int, int> sizes[] = {{126, 84}, {70, 42}, {168, 140}, {42, 98}};
+  std::vector<std::vector<float>> sequential;
+  for (int i = 0; i < 4; ++i) {
+    auto out = tower->Encode(sizes[i].first, sizes[i].second,
+                             PatternImage(sizes[i].first, sizes[i].second, i));
+    ASSERT_TRUE(out.ok());
+    sequential.push_back(*std::move(out));
+  }
+  std::vector<std::vector<float>> concurrent(4);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] {
+      for (int rep = 0; rep < 3; ++rep) {
+        auto out = tower->Encode(sizes[i].first, sizes[i].second,
+                                 PatternImage(sizes[i].first, sizes[i].second, i));
+        if (out.ok()) concurrent[i] = *std::move(out);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(concurrent[i], sequential[i]) << i;
 }
 
 TEST(V41Tower, RefusesSizesOffThePatchGridAndBadBuffers) {
