@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "matmul.h"
+#include "simd.h"
 #include "simd_math.h"
 
 namespace tandem::kernels::cpu {
@@ -91,6 +91,74 @@ namespace {
 // Queries per GEMM pass: bounds the score block at kQueryChunk x n_tokens floats, so a long
 // sequence (a 2048-pixel image has ~21,000 patches) needs no n^2 buffer.
 constexpr int kQueryChunk = 256;
+// Keys per score task: a task's slice of K^T (head_dim x kKeyBlock floats) stays in L2.
+constexpr int kKeyBlock = 512;
+
+// s[r][j] for R query rows and keys [j, j + 32), as outer products over the head dimension: each
+// step broadcasts one query element and multiplies it into two key vectors, so no horizontal sums
+// (a dot-product tile spends as much on those as on the FMAs when head_dim is under ~100).
+// kFull: all 32 keys present (the common case, without the masked loads of the last tile).
+template <int R, bool kFull>
+inline void ScoreTile(const float* q, int hd, const float* kt, std::int64_t n, std::int64_t j,
+                      int width, float* s) {
+  F32x16 acc[R][2];
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = Zero();
+  const int w0 = kFull ? kLanes : std::min(width, kLanes), w1 = kFull ? kLanes : width - w0;
+  for (int d = 0; d < hd; ++d) {
+    const float* row = kt + d * n + j;
+    F32x16 k0, k1;
+    if constexpr (kFull) {
+      k0 = Load(row);
+      k1 = Load(row + kLanes);
+    } else {
+      k0 = LoadPartial(row, w0);
+      k1 = w1 > 0 ? LoadPartial(row + kLanes, w1) : Zero();
+    }
+    for (int r = 0; r < R; ++r) {
+      const F32x16 qv = Splat(q[r * hd + d]);
+      acc[r][0] = Fma(qv, k0, acc[r][0]);
+      acc[r][1] = Fma(qv, k1, acc[r][1]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    float* out = s + r * n + j;
+    if constexpr (kFull) {
+      Store(out, acc[r][0]);
+      Store(out + kLanes, acc[r][1]);
+    } else {
+      StorePartial(out, acc[r][0], w0);
+      if (w1 > 0) StorePartial(out + kLanes, acc[r][1], w1);
+    }
+  }
+}
+
+template <int R>
+inline void ScoreTiles(const float* q, int hd, const float* kt, std::int64_t n,
+                       std::int64_t j_begin, std::int64_t j_end, float* s) {
+  std::int64_t j = j_begin;
+  for (; j + 2 * kLanes <= j_end; j += 2 * kLanes) ScoreTile<R, true>(q, hd, kt, n, j, 0, s);
+  if (j < j_end) ScoreTile<R, false>(q, hd, kt, n, j, static_cast<int>(j_end - j), s);
+}
+
+// s = q . k^T for `rows` queries ([rows][hd]) against all n keys held transposed (kt: [hd][n]).
+void Scores(ThreadPool& pool, const float* q, int rows, int hd, const float* kt, std::int64_t n,
+            float* s) {
+  const int blocks = static_cast<int>((n + kKeyBlock - 1) / kKeyBlock);
+  pool.Run(blocks, [&](int b, int) {
+    const std::int64_t j_end = std::min<std::int64_t>(n, (b + 1) * std::int64_t{kKeyBlock});
+    const std::int64_t j_begin = b * std::int64_t{kKeyBlock};
+    for (int i = 0; i < rows; i += 4) {
+      const float* qi = q + static_cast<std::int64_t>(i) * hd;
+      float* si = s + static_cast<std::int64_t>(i) * n;
+      switch (std::min(4, rows - i)) {
+        case 4: ScoreTiles<4>(qi, hd, kt, n, j_begin, j_end, si); break;
+        case 3: ScoreTiles<3>(qi, hd, kt, n, j_begin, j_end, si); break;
+        case 2: ScoreTiles<2>(qi, hd, kt, n, j_begin, j_end, si); break;
+        default: ScoreTiles<1>(qi, hd, kt, n, j_begin, j_end, si); break;
+      }
+    }
+  });
+}
 
 }  // namespace
 
@@ -98,18 +166,19 @@ void FullAttention(ThreadPool& pool, const FullAttentionParams& p) {
   const int n = p.n_tokens, hd = p.head_dim;
   if (n <= 0 || p.n_heads <= 0 || hd <= 0) return;
   const int chunk = std::min(n, kQueryChunk);
-  std::vector<float> k(static_cast<std::size_t>(n) * hd), vt(static_cast<std::size_t>(hd) * n);
+  std::vector<float> kt(static_cast<std::size_t>(hd) * n), vt(static_cast<std::size_t>(hd) * n);
   std::vector<float> q(static_cast<std::size_t>(chunk) * hd), o(static_cast<std::size_t>(chunk) * hd);
   std::vector<float> s(static_cast<std::size_t>(chunk) * n), inv_sum(chunk);
   for (int h = 0; h < p.n_heads; ++h) {
-    // K as the GEMM's weight rows; V transposed so that P.V is again x * w^T.
+    // K and V transposed: K^T for the outer-product scores, V^T so that P.V is the GEMM x * w^T.
     for (int t = 0; t < n; ++t) {
       const float* kr = p.k + t * p.kv_stride + h * hd;
       const float* vr = p.v + t * p.kv_stride + h * hd;
-      std::memcpy(k.data() + static_cast<std::size_t>(t) * hd, kr, sizeof(float) * hd);
-      for (int d = 0; d < hd; ++d) vt[static_cast<std::size_t>(d) * n + t] = vr[d];
+      for (int d = 0; d < hd; ++d) {
+        kt[static_cast<std::size_t>(d) * n + t] = kr[d];
+        vt[static_cast<std::size_t>(d) * n + t] = vr[d];
+      }
     }
-    const WeightView kw{k.data(), DType::kF32, n, hd, {}};
     const WeightView vw{vt.data(), DType::kF32, hd, n, {}};
     for (int c0 = 0; c0 < n; c0 += chunk) {
       const int rows = std::min(chunk, n - c0);
@@ -118,7 +187,7 @@ void FullAttention(ThreadPool& pool, const FullAttentionParams& p) {
         float* dst = q.data() + static_cast<std::size_t>(i) * hd;
         for (int d = 0; d < hd; ++d) dst[d] = qr[d] * p.scale;
       }
-      MatMul(pool, q.data(), rows, kw, s.data());
+      Scores(pool, q.data(), rows, hd, kt.data(), n, s.data());
       pool.Run(rows, [&](int i, int) {
         inv_sum[i] = 1.0f / ExpAndSum(s.data() + static_cast<std::size_t>(i) * n, n);
       });

@@ -4,7 +4,9 @@
 //   build-x/tests/perf/tandem_vision_bench TOWER_DIR [threads=2] [repeats=3] WxH [WxH ...]
 //
 // Sizes are the tower's input (after preprocessing): for the V4.1 tower, multiples of 14 as
-// deepseek_recipe produces them; for DeepSeek-VL, its image_size square.
+// deepseek_recipe produces them; for DeepSeek-VL, its image_size square. The image is
+// make_vision_fixtures.py's pattern_image (seed 0). With TANDEM_VISION_DUMP=PREFIX set, each size's
+// rows are written to PREFIX_WxH.f32 (little-endian float32) for tests/perf/vision_torch_bench.py.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -47,7 +49,15 @@ int main(int argc, char** argv) {
       return 2;
     }
     std::vector<std::uint8_t> rgb(static_cast<std::size_t>(w) * h * 3);
-    for (std::size_t i = 0; i < rgb.size(); ++i) rgb[i] = static_cast<std::uint8_t>(i * 7 % 251);
+    for (int y = 0; y < h; ++y) {
+      for (int x = 0; x < w; ++x) {
+        for (int c = 0; c < 3; ++c) {
+          rgb[(static_cast<std::size_t>(y) * w + x) * 3 + c] = static_cast<std::uint8_t>(
+              (x * 7LL + y * 13LL + c * 101LL + (static_cast<std::int64_t>(x) * y) % 31) % 256);
+        }
+      }
+    }
+    std::vector<float> last;
     auto rows = (*tower)->OutputRows(w, h);
     if (!rows.ok()) {
       std::fprintf(stderr, "%s: %s\n", argv[a], std::string(rows.status().message()).c_str());
@@ -63,6 +73,14 @@ int main(int argc, char** argv) {
         return 1;
       }
       if (r > 0) times.push_back(Seconds(s, e));
+      last = *std::move(out);
+    }
+    if (const char* prefix = std::getenv("TANDEM_VISION_DUMP"); prefix != nullptr) {
+      const std::string path = std::string(prefix) + "_" + argv[a] + ".f32";
+      if (std::FILE* f = std::fopen(path.c_str(), "wb")) {
+        std::fwrite(last.data(), sizeof(float), last.size(), f);
+        std::fclose(f);
+      }
     }
     double mean = 0;
     for (double t : times) mean += t;

@@ -1,7 +1,10 @@
 // The DeepSeek-VL tower (SigLIP + aligner) against transformers' DeepseekVLModel on the tiny
 // random-weight fixture of tools/fixtures/make_vision_fixtures.py.
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 #include "gtest/gtest.h"
 #include "tandem/kernels/backend.h"
@@ -25,25 +28,28 @@ class DeepseekVlTowerTest : public ::testing::TestWithParam<bool> {
 };
 
 TEST_P(DeepseekVlTowerTest, MatchesTransformers) {
-  const std::string dir = VisionFixtureDir("deepseek_vl");
-  auto backend = MakeBackend();
-  auto tower = LoadVisionTower(dir, backend.get());
-  ASSERT_TRUE(tower.ok()) << tower.status();
-  EXPECT_EQ((*tower)->kind(), "deepseek_vl");
-  EXPECT_EQ((*tower)->hidden_size(), 48);
-  const auto expected = LoadExpected(dir);
-  ASSERT_EQ(expected.size(), 3u);
-  for (const auto& e : expected) {
-    auto rows = (*tower)->OutputRows(e.width, e.height);
-    ASSERT_TRUE(rows.ok()) << rows.status();
-    EXPECT_EQ(*rows, e.rows);
-    auto out = (*tower)->Encode(e.width, e.height, PatternImage(e.width, e.height, e.seed));
-    ASSERT_TRUE(out.ok()) << out.status();
-    ASSERT_EQ(out->size(), e.values.size());
-    const double err = WorstRowRelError(*out, e.values, e.cols);
-    EXPECT_LT(err, 1e-4) << e.name;
-    std::printf("%s %s: worst row relative error %.3g\n", (*tower)->kind().data(), e.name.c_str(),
-                err);
+  // deepseek_vl_bf16: the same model with BF16 weights, read in place.
+  for (const char* fixture : {"deepseek_vl", "deepseek_vl_bf16"}) {
+    SCOPED_TRACE(fixture);
+    const std::string dir = VisionFixtureDir(fixture);
+    auto backend = MakeBackend();
+    auto tower = LoadVisionTower(dir, backend.get());
+    ASSERT_TRUE(tower.ok()) << tower.status();
+    EXPECT_EQ((*tower)->kind(), "deepseek_vl");
+    EXPECT_EQ((*tower)->hidden_size(), 48);
+    const auto expected = LoadExpected(dir);
+    ASSERT_FALSE(expected.empty());
+    for (const auto& e : expected) {
+      auto rows = (*tower)->OutputRows(e.width, e.height);
+      ASSERT_TRUE(rows.ok()) << rows.status();
+      EXPECT_EQ(*rows, e.rows);
+      auto out = (*tower)->Encode(e.width, e.height, PatternImage(e.width, e.height, e.seed));
+      ASSERT_TRUE(out.ok()) << out.status();
+      ASSERT_EQ(out->size(), e.values.size());
+      const double err = WorstRowRelError(*out, e.values, e.cols);
+      EXPECT_LT(err, 1e-4) << e.name;
+      std::printf("%s %s: worst row relative error %.3g\n", fixture, e.name.c_str(), err);
+    }
   }
 }
 
