@@ -244,3 +244,18 @@ def test_an_encoder_killed_mid_service_costs_no_request_and_leaks_nothing():
             assert metric(survivor, "tandem_encoder_encoding") == 0
         finally:
             c.stop()
+
+
+def test_images_with_the_responses_api(vision_cluster):
+    import openai
+    client = openai.OpenAI(base_url=vision_cluster.url + "/v1", api_key="unused")
+    runs = lambda: metric(vision_cluster.encoder_metrics, "tandem_encoder_tower_runs_total")
+    image = png(48, 48, 5)
+    before = runs()
+    response = client.responses.create(
+        model=SERVED, max_output_tokens=4,
+        input=[{"role": "user", "content": [
+            {"type": "input_text", "text": "What is in this image?"},
+            {"type": "input_image", "image_url": data_url(image), "detail": "low"}]}])
+    assert response.usage.input_tokens > 0
+    assert runs() == before + 1
