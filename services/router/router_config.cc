@@ -104,6 +104,11 @@ void BindRouterFlags(config::FlagSet* f, RouterConfig* c) {
             "shared, or auto (tenant when --api-keys-file is set). A request's cache_salt field "
             "salts further either way",
             "TANDEM_ROUTER_PREFIX_CACHE_ISOLATION");
+  f->String("image-url-allowlist", &c->image_url_allowlist,
+            "hosts image URLs may be fetched from (comma-separated; \".example.com\": its "
+            "subdomains); only http(s) to public addresses, checked at connect time, 32 MiB and "
+            "10 s at most. Empty: image URLs are refused, only data: URLs are read",
+            "TANDEM_ROUTER_IMAGE_URL_ALLOWLIST");
   security::BindTlsFlags(f, &c->tls, "TANDEM_ROUTER_");
 }
 

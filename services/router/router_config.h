@@ -45,6 +45,9 @@ struct RouterConfig {
   std::string metrics_listen;  // own listener for /metrics, /health, /ready; empty: on http-listen
   // Prefix cache between tenants: tenant (never shared), shared, auto (tenant with API keys).
   std::string prefix_cache_isolation = "auto";
+  // Hosts image URLs may be fetched from ("a.example.com", ".example.com" for its subdomains),
+  // comma-separated; empty: image URLs are refused (only data: URLs are read).
+  std::string image_url_allowlist;
   security::TlsConfig tls;     // mutual TLS of the control plane (--tls-*)
 };
 

@@ -4,7 +4,9 @@
 #include <iostream>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "api/api_routes.h"
 #include "workers/control_service.h"
 #include "grpcpp/security/server_credentials.h"
@@ -16,6 +18,18 @@ namespace tandem::router {
 RouterServer::RouterServer(Options options) : options_(std::move(options)) {
   if (!options_.now) options_.now = [] { return std::chrono::steady_clock::now(); };
 }
+
+namespace {
+
+std::vector<std::string> ImageUrlHosts(const std::string& allowlist) {
+  std::vector<std::string> hosts;
+  for (absl::string_view host : absl::StrSplit(allowlist, ',', absl::SkipWhitespace())) {
+    hosts.emplace_back(absl::StripAsciiWhitespace(host));
+  }
+  return hosts;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(Options options) {
   if (options.tokenizer.tokenizer == nullptr) {
@@ -125,7 +139,8 @@ absl::Status RouterServer::Init() {
           ProtocolApi::Options{.served_model = options_.served_model,
                                .format = format,
                                .request_timeout = std::chrono::milliseconds(cfg.request_timeout_ms),
-                               .isolate_tenant_cache = isolate_tenant_cache},
+                               .isolate_tenant_cache = isolate_tenant_cache,
+                               .image_url_hosts = ImageUrlHosts(cfg.image_url_allowlist)},
           ProtocolApi::Deps{.tokenizer = options_.tokenizer,
                             .run = run,
                             .admission = admission_.get(),

@@ -50,7 +50,8 @@ std::uint64_t ImageKey(const std::string& bytes, v1::ImageDetailLevel detail) {
 }  // namespace
 
 absl::StatusOr<std::vector<RequestImage>> TakeImages(const recipe::Conversation& conversation,
-                                                     const image::ImageLimits& limits) {
+                                                     const image::ImageLimits& limits,
+                                                     const image::ImageFetcher* fetcher) {
   std::vector<const recipe::ImageSource*> sources;
   for (const recipe::Message& message : conversation.messages) {
     for (const recipe::ImageSource& source : message.image_sources) sources.push_back(&source);
@@ -75,10 +76,17 @@ absl::StatusOr<std::vector<RequestImage>> TakeImages(const recipe::Conversation&
       case recipe::ImageSource::Kind::kBytes:
         bytes = source.data;
         break;
-      case recipe::ImageSource::Kind::kUrl:
-        return recipe::RequestError(absl::StrCat(
-            source.path, ": image URLs are not fetched by this server; send the image as a "
-                         "base64 data URL"));
+      case recipe::ImageSource::Kind::kUrl: {
+        if (fetcher == nullptr) {
+          return recipe::RequestError(absl::StrCat(
+              source.path, ": image URLs are not fetched by this server; send the image as a "
+                           "base64 data URL"));
+        }
+        absl::StatusOr<std::string> fetched = fetcher->Fetch(source.data);
+        if (!fetched.ok()) return located(fetched.status());
+        bytes = std::move(*fetched);
+        break;
+      }
     }
     if (absl::Status st = budget.Reserve(bytes.size()); !st.ok()) return located(st);
     // Decoded and fitted here as recipe does, so that a bad image is refused before anything

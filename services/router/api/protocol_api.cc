@@ -65,6 +65,14 @@ ProtocolApi::ProtocolApi(Options options, Deps deps, const tokenizer::HfBpeToken
   // reasoning mode, so requests default to answering directly.
   conversion_.model_versions_by_name = {{options_.served_model, ModelVersionOf(options_.format)}};
   conversion_.default_thinking_mode = options_.format != ChatFormat::kPlain;
+  if (!options_.image_url_hosts.empty()) {
+    const image::ImageLimits limits;
+    image_fetcher_ = std::make_unique<image::ImageFetcher>(
+        image::UrlPolicy{.fetch_enabled = true,
+                         .allowed_hosts = options_.image_url_hosts,
+                         .max_bytes = limits.max_image_bytes},
+        limits.max_url_len);
+  }
 }
 
 http::Response ProtocolApi::Fail(recipe::Protocol protocol, const std::string& endpoint,
@@ -140,7 +148,8 @@ absl::StatusOr<ProtocolApi::Prepared> ProtocolApi::Prepare(recipe::Protocol prot
   recipe::ConversationRequest& request = prepared.request;
   // Image sources exist only for a format that reads images (V4.1): the others render them as
   // text during conversion.
-  TANDEM_ASSIGN_OR_RETURN(prepared.images, TakeImages(request.conversation, image::ImageLimits{}));
+  TANDEM_ASSIGN_OR_RETURN(prepared.images, TakeImages(request.conversation, image::ImageLimits{},
+                                                      image_fetcher_.get()));
   if (!prepared.images.empty() && bpe_ == nullptr) {
     return recipe::RequestError("this model does not accept images");
   }

@@ -15,6 +15,7 @@
 #include "router_metrics.h"
 #include "async/task_group.h"
 #include "api/traffic_class.h"
+#include "tandem/image/fetch.h"
 #include "tandem/http/router.h"
 #include "tandem/recipe/conversation.h"
 #include "tandem/recipe/convert.h"
@@ -37,6 +38,7 @@ class ProtocolApi {
     ChatFormat format = ChatFormat::kPlain;
     std::chrono::milliseconds request_timeout{600000};
     bool isolate_tenant_cache = false;  // each tenant's prompts salt their own KV chains
+    std::vector<std::string> image_url_hosts;  // empty: image URLs are refused
   };
   struct Deps {
     TokenizerSetup tokenizer;
@@ -76,6 +78,7 @@ class ProtocolApi {
 
   const Options options_;
   const Deps deps_;
+  std::unique_ptr<image::ImageFetcher> image_fetcher_;  // null: image URLs are refused
   const tokenizer::HfBpeTokenizer* bpe_;  // DeepSeek formats only
   recipe::ConversionOptions conversion_;
   absl::Mutex id_mu_;
