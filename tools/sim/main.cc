@@ -1,7 +1,7 @@
 // tandem-sim --trace FILE --prefill-workers N --decode-workers M --policy NAME [--policy NAME...]
 //            [--capacity-blocks B] [--speedup S] [--block-size T] [--decode-capacity-blocks B]
 //            [--prefill-slowdown F1,F2,...] [--tandem KEY=VALUE ...]
-//            [--prefill-hold-depth N] [--prefill-hold-aging X]
+//            [--prefill-hold-depth N] [--prefill-hold-aging X] [--hold-every-policy 0|1]
 //            [cost model: --prefill-overhead-s X --prefill-s-per-token X --kv-transfer-s-per-block X
 //             --decode-base-s X --decode-per-seq-s X --decode-per-block-s X]
 // Prints one JSON object per policy, one per line; malformed trace lines go to stderr.
@@ -23,10 +23,12 @@ constexpr char kUsage[] =
     "usage: tandem-sim --trace FILE --prefill-workers N --decode-workers M --policy NAME\n"
     "                  [--policy NAME ...] [--capacity-blocks B] [--speedup S] [--block-size T]\n"
     "                  [--decode-capacity-blocks B] [--prefill-slowdown F1,F2,...]\n"
-    "                  [--tandem own_work_weight=X|cache_stickiness=X|shared_prefix_seconds=X|\n"
+    "                  [--tandem own_work_weight=X|cache_stickiness=X|queue_stickiness_scale=X|\n"
+    "                            shared_prefix_seconds=X|\n"
     "                            max_in_flight_spread=N|\n"
     "                            prior_prefill_seconds_per_token=X]\n"
     "                  [--prefill-hold-depth N] [--prefill-hold-aging X]  (tandem's hold queue)\n"
+    "                  [--hold-every-policy 0|1]  (1: the baselines behind the same queue)\n"
     "                  [--prefill-overhead-s X] [--prefill-s-per-token X]\n"
     "                  [--kv-transfer-s-per-block X] [--decode-base-s X] [--decode-per-seq-s X]\n"
     "                  [--decode-per-block-s X]   (cost model, seconds; defaults in simulator.h)\n"
@@ -46,6 +48,7 @@ bool SetTandemOption(absl::string_view assignment, tandem::routing::TandemOption
   if (kv[0] == "own_work_weight") o->own_work_weight = v;
   else if (kv[0] == "own_work_weight_per_queued") o->own_work_weight_per_queued = v;
   else if (kv[0] == "cache_stickiness") o->cache_stickiness = v;
+  else if (kv[0] == "queue_stickiness_scale") o->queue_stickiness_scale = v;
   else if (kv[0] == "shared_prefix_seconds") o->shared_prefix_seconds = v;
   else if (kv[0] == "max_in_flight_spread") o->max_in_flight_spread = static_cast<int>(v);
   else if (kv[0] == "prior_prefill_seconds_per_token") o->prior_prefill_seconds_per_token = v;
@@ -124,6 +127,9 @@ bool ParseArgs(int argc, char** argv, Args* args) {
       if (!absl::SimpleAtod(value, &c.prefill_hold_aging)) {
         return Fail("--prefill-hold-aging takes a number");
       }
+    } else if (flag == "--hold-every-policy") {
+      if (value != "0" && value != "1") return Fail("--hold-every-policy takes 0 or 1");
+      c.hold_every_policy = value == "1";
     } else if (flag == "--speedup") {
       if (!absl::SimpleAtod(value, &c.speedup)) return Fail("--speedup takes a number");
     } else if (flag == "--prefill-slowdown") {

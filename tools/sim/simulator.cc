@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "block_lru.h"
+#include "bounds.h"
 #include "stats.h"
 #include "tandem/routing/kv_index.h"
 #include "tandem/routing/prefill_queue.h"
@@ -72,7 +73,9 @@ class Simulation {
         policy_(policy),
         index_(routing::KvIndex::Options{}),
         hold_(routing::PrefillQueue::Options{
-            .depth = routing::PolicyHoldsPrefills(policy.name()) ? config.prefill_hold_depth : 0,
+            .depth = config.hold_every_policy || routing::PolicyHoldsPrefills(policy.name())
+                         ? config.prefill_hold_depth
+                         : 0,
             .aging = config.prefill_hold_aging}) {}
 
   absl::StatusOr<SimResult> Run() {
@@ -330,31 +333,17 @@ class Simulation {
     last_completion_ = std::max(last_completion_, now_);
   }
 
-  double TtftFloorP90(const std::vector<std::int64_t>& misses) const {
-    double fastest = 1;
-    if (!config_.prefill_slowdown.empty()) {
-      fastest = *std::min_element(config_.prefill_slowdown.begin(), config_.prefill_slowdown.end());
-    }
-    std::vector<double> floor;
-    floor.reserve(misses.size());
-    for (std::size_t i = 0; i < misses.size(); ++i) {
-      floor.push_back(config_.prefill_overhead_seconds +
-                      static_cast<double>(misses[i]) * config_.prefill_seconds_per_token * fastest +
-                      static_cast<double>(trace_.requests[i].chain.size()) *
-                          config_.kv_transfer_seconds_per_block);
-    }
-    return Percentile(floor, 0.90);
-  }
-
   SimResult Summarise() {
     SimResult out;
     out.policy = std::string(policy_.name());
+    out.held = hold_.options().depth > 0;
     out.requests = static_cast<std::int64_t>(trace_.requests.size());
     out.hit_rate = prompt_tokens_ > 0 ? hit_tokens_ / prompt_tokens_ : 0;
     // One pass over the trace serves both bounds.
     const std::vector<std::int64_t> misses = InfiniteCacheMisses(trace_, config_.block_size);
     out.hit_rate_bound = HitRateGivenMisses(trace_, misses);
-    out.ttft_p90_floor = TtftFloorP90(misses);
+    out.ttft_p90_floor = TtftP90Floor(trace_, config_, misses);
+    out.ttft_p90_oracle = TtftP90Oracle(trace_, config_, misses);
     out.ttft_p50 = Percentile(ttft_, 0.50);
     out.ttft_p90 = Percentile(ttft_, 0.90);
     out.ttft_p99 = Percentile(ttft_, 0.99);

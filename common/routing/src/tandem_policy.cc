@@ -83,6 +83,19 @@ class TandemPolicy final : public Policy {
     return fan_out;
   }
 
+  // What a cached token is worth beyond this request's own saving, in its compute time. Moving
+  // a prompt off the worker holding its prefix recomputes that prefix, and the recomputation
+  // delays every request that queues behind it on the new worker: at a measured L requests
+  // waiting per prefill worker, about L of them (the queue an arrival finds, which later arrivals
+  // find too). So the pool's current queue length weighs the cached part: nothing when the pool
+  // is idle (the request goes where its own first token is soonest), much under load (moving
+  // costs the whole queue, and keeping conversations where their KV is protects the hit rate).
+  double Stickiness(const ClusterView& view, const SlotList& pool) const {
+    double waiting = 0;
+    for (WorkerSlot w : pool) waiting += std::max(0, internal::Load(view.workers[w]) - 1);
+    return options_.cache_stickiness + options_.queue_stickiness_scale * waiting / pool.size;
+  }
+
   WorkerSlot ChoosePrefill(const RouteRequest& request, const ClusterView& view,
                            const SlotList& pool) {
     const int in_flight_cap = MinInFlight(view, pool) + options_.max_in_flight_spread;
@@ -110,7 +123,7 @@ class TandemPolicy final : public Policy {
         return it->second;
       }
     }
-    const double stickiness = options_.cache_stickiness / SharedPrefixFanOut(request, view, pool);
+    const double stickiness = Stickiness(view, pool) / SharedPrefixFanOut(request, view, pool);
     // Score: predicted TTFT less the worth of what the worker already holds of this prompt.
     WorkerSlot best = kNoWorker;
     double best_score = INFINITY;

@@ -78,6 +78,8 @@ struct TandemOptions {
   // takes room other prefixes would have hit in. High: conversations move only when their worker
   // is far behind.
   double cache_stickiness = 20.0;
+  // Plus this x the requests waiting per prefill worker now: how many a recomputation delays.
+  double queue_stickiness_scale = 0.0;
   // ... divided by how many recent requests ended their match at the same block (decayed with this
   // time constant; 0: never divided): a prefix many requests share is worth replicating on a less
   // loaded worker, a conversation's private history is not.
