@@ -33,6 +33,7 @@ struct RequestState {
   BlockHash parent = 0;
   double compute_seconds = 0;
   std::int64_t computed_tokens = 0;
+  double started = 0;  // when its prefill started on the worker
 };
 
 struct PrefillWorker {
@@ -248,6 +249,7 @@ class Simulation {
     }
     r.parent = run > 0 ? t.chain[run - 1] : 0;
     r.computed_tokens = t.input_length - hit;
+    r.started = now_;
     r.compute_seconds = config_.prefill_overhead_seconds +
                         static_cast<double>(r.computed_tokens) * config_.prefill_seconds_per_token *
                             w.slowdown;
@@ -264,6 +266,14 @@ class Simulation {
                              now_);
     const double landed = now_ + static_cast<double>(r.blocks) * config_.kv_transfer_seconds_per_block;
     ttft_.push_back(landed - r.arrival);
+    if (config_.per_request != nullptr) {
+      config_.per_request->push_back(RequestRecord{.arrival = r.arrival,
+                                                   .prompt_tokens = r.trace->input_length,
+                                                   .computed_tokens = r.computed_tokens,
+                                                   .wait = r.started - r.arrival,
+                                                   .ttft = landed - r.arrival,
+                                                   .prefill_worker = p});
+    }
     r.last_token = landed;
     Push(landed, EventType::kKvLanded, id);
     for (routing::PrefillQueue::Ticket next : hold_.Done(static_cast<routing::PrefillQueue::Ticket>(id))) {

@@ -16,6 +16,16 @@ namespace tandem::sim {
 // starts. The KV then moves to the decode worker (per-block transfer time); the first token is out
 // when it lands. Decode workers batch continuously: a step costs base + per sequence x batch +
 // per block x KV blocks held, and a request is admitted only when its prompt + output blocks fit.
+// One request's prefill as the simulation saw it (for finding where a policy loses).
+struct RequestRecord {
+  double arrival = 0;
+  std::int64_t prompt_tokens = 0;
+  std::int64_t computed_tokens = 0;  // what its worker did not have cached
+  double wait = 0;                   // arrival to the start of its prefill (router + worker queue)
+  double ttft = 0;
+  int prefill_worker = -1;
+};
+
 struct SimConfig {
   int prefill_workers = 8;
   int decode_workers = 8;
@@ -38,6 +48,8 @@ struct SimConfig {
   // The same hold queue in front of every policy, the baselines too: separates what a placement
   // wins from what the queue wins (the baselines' published systems dispatch at once).
   bool hold_every_policy = false;
+  // When set, one record per request is appended here, in prefill completion order.
+  std::vector<RequestRecord>* per_request = nullptr;
 };
 
 struct SimResult {
