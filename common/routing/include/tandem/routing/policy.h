@@ -81,7 +81,7 @@ struct TandemOptions {
   // ... divided by how many recent requests ended their match at the same block (decayed with this
   // time constant; 0: never divided): a prefix many requests share is worth replicating on a less
   // loaded worker, a conversation's private history is not.
-  double shared_prefix_seconds = 600.0;
+  double shared_prefix_seconds = 150.0;
   std::size_t max_shared_prefixes = 1 << 16;
   // Blocks routed to a worker and not yet stored there count as held by it until the request's
   // predicted TTFT (the index learns them only then): requests sharing a prefix that is still
