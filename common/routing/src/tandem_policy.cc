@@ -115,7 +115,9 @@ class TandemPolicy final : public Policy {
       // Blocks on their way to this worker (routed there, not stored yet) count as held: the
       // request would queue behind the one computing them.
       run_[w] = static_cast<std::size_t>(match_[w].blocks());
-      if (options_.track_pending && view.now_seconds >= 0) {
+      // Only while the worker has prefills in flight: once they are done, what they stored is in
+      // the index (or was lost), and nothing is on its way.
+      if (options_.track_pending && view.now_seconds >= 0 && s.in_flight > 0) {
         const std::size_t ext = pending_.Extend(request.block_hashes, run_[w], w, view.now_seconds);
         if (ext > run_[w]) {
           cached[w] = std::max(cached[w],

@@ -84,8 +84,9 @@ struct TandemOptions {
   double shared_prefix_seconds = 150.0;
   std::size_t max_shared_prefixes = 1 << 16;
   // Blocks routed to a worker and not yet stored there count as held by it until the request's
-  // predicted TTFT (the index learns them only then): requests sharing a prefix that is still
-  // being computed follow it instead of computing it again elsewhere.
+  // predicted TTFT, while the worker has prefills in flight (the index learns them only when they
+  // are stored): requests sharing a prefix that is still being computed follow it instead of
+  // computing it again elsewhere.
   bool track_pending = true;
   std::size_t max_pending_blocks = std::size_t{1} << 18;
   int max_pending_blocks_per_request = 1024;
