@@ -1,13 +1,14 @@
 // tandem-sim --trace FILE --prefill-workers N --decode-workers M --policy NAME [--policy NAME...]
 //            [--capacity-blocks B] [--speedup S] [--block-size T] [--decode-capacity-blocks B]
 //            [--prefill-slowdown F1,F2,...] [--tandem KEY=VALUE ...]
-//            [--prefill-hold-depth N] [--prefill-hold-aging X]
+//            [--prefill-hold-depth N] [--prefill-hold-aging X] [--hold-every-policy 0|1]
 //            [cost model: --prefill-overhead-s X --prefill-s-per-token X --kv-transfer-s-per-block X
 //             --decode-base-s X --decode-per-seq-s X --decode-per-block-s X]
 // Prints one JSON object per policy, one per line; malformed trace lines go to stderr.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -24,9 +25,13 @@ constexpr char kUsage[] =
     "                  [--policy NAME ...] [--capacity-blocks B] [--speedup S] [--block-size T]\n"
     "                  [--decode-capacity-blocks B] [--prefill-slowdown F1,F2,...]\n"
     "                  [--tandem own_work_weight=X|cache_stickiness=X|shared_prefix_seconds=X|\n"
+    "                            track_pending=0|1|\n"
     "                            max_in_flight_spread=N|\n"
     "                            prior_prefill_seconds_per_token=X]\n"
     "                  [--prefill-hold-depth N] [--prefill-hold-aging X]  (tandem's hold queue)\n"
+    "                  [--hold-every-policy 0|1]  (1: the baselines behind the same queue)\n"
+    "                  [--per-request PREFIX]  (PREFIX.POLICY.tsv: arrival, prompt, computed,\n"
+    "                                           wait, TTFT, prefill worker per request)\n"
     "                  [--prefill-overhead-s X] [--prefill-s-per-token X]\n"
     "                  [--kv-transfer-s-per-block X] [--decode-base-s X] [--decode-per-seq-s X]\n"
     "                  [--decode-per-block-s X]   (cost model, seconds; defaults in simulator.h)\n"
@@ -37,6 +42,7 @@ struct Args {
   std::vector<std::string> policies;
   tandem::sim::SimConfig config;
   tandem::routing::TandemOptions tandem;  // --tandem KEY=VALUE: for sensitivity runs
+  std::string per_request;                // --per-request PREFIX: PREFIX.POLICY.tsv per policy
 };
 
 bool SetTandemOption(absl::string_view assignment, tandem::routing::TandemOptions* o) {
@@ -46,6 +52,7 @@ bool SetTandemOption(absl::string_view assignment, tandem::routing::TandemOption
   if (kv[0] == "own_work_weight") o->own_work_weight = v;
   else if (kv[0] == "own_work_weight_per_queued") o->own_work_weight_per_queued = v;
   else if (kv[0] == "cache_stickiness") o->cache_stickiness = v;
+  else if (kv[0] == "track_pending") o->track_pending = v != 0;
   else if (kv[0] == "shared_prefix_seconds") o->shared_prefix_seconds = v;
   else if (kv[0] == "max_in_flight_spread") o->max_in_flight_spread = static_cast<int>(v);
   else if (kv[0] == "prior_prefill_seconds_per_token") o->prior_prefill_seconds_per_token = v;
@@ -124,6 +131,11 @@ bool ParseArgs(int argc, char** argv, Args* args) {
       if (!absl::SimpleAtod(value, &c.prefill_hold_aging)) {
         return Fail("--prefill-hold-aging takes a number");
       }
+    } else if (flag == "--per-request") {
+      args->per_request = value;
+    } else if (flag == "--hold-every-policy") {
+      if (value != "0" && value != "1") return Fail("--hold-every-policy takes 0 or 1");
+      c.hold_every_policy = value == "1";
     } else if (flag == "--speedup") {
       if (!absl::SimpleAtod(value, &c.speedup)) return Fail("--speedup takes a number");
     } else if (flag == "--prefill-slowdown") {
@@ -143,6 +155,17 @@ bool ParseArgs(int argc, char** argv, Args* args) {
   if (args->trace.empty()) return Fail("--trace is required");
   if (args->policies.empty()) return Fail("at least one --policy is required");
   return true;
+}
+
+// arrival, prompt tokens, computed tokens, wait, TTFT, prefill worker: one request a line.
+bool WriteRecords(const std::string& path, const std::vector<tandem::sim::RequestRecord>& records) {
+  std::ofstream out(path);
+  for (const tandem::sim::RequestRecord& r : records) {
+    out << r.arrival << '\t' << r.prompt_tokens << '\t' << r.computed_tokens << '\t' << r.wait
+        << '\t' << r.ttft << '\t' << r.prefill_worker << '\n';
+  }
+  if (!out) std::cerr << "tandem-sim: cannot write " << path << "\n";
+  return static_cast<bool>(out);
 }
 
 }  // namespace
@@ -171,9 +194,11 @@ int main(int argc, char** argv) {
       std::cerr << "tandem-sim: " << policy.status().message() << "\n";
       return 2;
     }
+    std::vector<tandem::sim::RequestRecord> records;
+    tandem::sim::SimConfig config = args.config;
+    if (!args.per_request.empty()) config.per_request = &records;
     const auto start = std::chrono::steady_clock::now();
-    absl::StatusOr<tandem::sim::SimResult> result =
-        tandem::sim::Simulate(*trace, args.config, **policy);
+    absl::StatusOr<tandem::sim::SimResult> result = tandem::sim::Simulate(*trace, config, **policy);
     if (!result.ok()) {
       std::cerr << "tandem-sim: " << name << ": " << result.status().message() << "\n";
       return 1;
@@ -181,6 +206,9 @@ int main(int argc, char** argv) {
     const double wall =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::cout << tandem::sim::ToJson(*result) << std::endl;
+    if (!args.per_request.empty() && !WriteRecords(args.per_request + "." + name + ".tsv", records)) {
+      return 1;
+    }
     std::cerr << "tandem-sim: " << name << " replayed " << result->simulated_seconds
               << " simulated s in " << wall << " s\n";
   }

@@ -13,6 +13,8 @@ std::string ToJson(const SimResult& r) {
   j["ttft_p90"] = r.ttft_p90;
   j["ttft_p99"] = r.ttft_p99;
   j["ttft_p90_floor"] = r.ttft_p90_floor;
+  j["ttft_p90_oracle"] = r.ttft_p90_oracle;
+  j["held"] = r.held;
   j["itl_p50"] = r.itl_p50;
   j["itl_p99"] = r.itl_p99;
   j["imbalance_max"] = r.imbalance_max;

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "block_lru.h"
+#include "bounds.h"
 #include "stats.h"
 #include "tandem/routing/kv_index.h"
 #include "tandem/routing/prefill_queue.h"
@@ -32,6 +33,7 @@ struct RequestState {
   BlockHash parent = 0;
   double compute_seconds = 0;
   std::int64_t computed_tokens = 0;
+  double started = 0;  // when its prefill started on the worker
 };
 
 struct PrefillWorker {
@@ -72,7 +74,9 @@ class Simulation {
         policy_(policy),
         index_(routing::KvIndex::Options{}),
         hold_(routing::PrefillQueue::Options{
-            .depth = routing::PolicyHoldsPrefills(policy.name()) ? config.prefill_hold_depth : 0,
+            .depth = config.hold_every_policy || routing::PolicyHoldsPrefills(policy.name())
+                         ? config.prefill_hold_depth
+                         : 0,
             .aging = config.prefill_hold_aging}) {}
 
   absl::StatusOr<SimResult> Run() {
@@ -245,6 +249,7 @@ class Simulation {
     }
     r.parent = run > 0 ? t.chain[run - 1] : 0;
     r.computed_tokens = t.input_length - hit;
+    r.started = now_;
     r.compute_seconds = config_.prefill_overhead_seconds +
                         static_cast<double>(r.computed_tokens) * config_.prefill_seconds_per_token *
                             w.slowdown;
@@ -261,6 +266,14 @@ class Simulation {
                              now_);
     const double landed = now_ + static_cast<double>(r.blocks) * config_.kv_transfer_seconds_per_block;
     ttft_.push_back(landed - r.arrival);
+    if (config_.per_request != nullptr) {
+      config_.per_request->push_back(RequestRecord{.arrival = r.arrival,
+                                                   .prompt_tokens = r.trace->input_length,
+                                                   .computed_tokens = r.computed_tokens,
+                                                   .wait = r.started - r.arrival,
+                                                   .ttft = landed - r.arrival,
+                                                   .prefill_worker = p});
+    }
     r.last_token = landed;
     Push(landed, EventType::kKvLanded, id);
     for (routing::PrefillQueue::Ticket next : hold_.Done(static_cast<routing::PrefillQueue::Ticket>(id))) {
@@ -330,31 +343,17 @@ class Simulation {
     last_completion_ = std::max(last_completion_, now_);
   }
 
-  double TtftFloorP90(const std::vector<std::int64_t>& misses) const {
-    double fastest = 1;
-    if (!config_.prefill_slowdown.empty()) {
-      fastest = *std::min_element(config_.prefill_slowdown.begin(), config_.prefill_slowdown.end());
-    }
-    std::vector<double> floor;
-    floor.reserve(misses.size());
-    for (std::size_t i = 0; i < misses.size(); ++i) {
-      floor.push_back(config_.prefill_overhead_seconds +
-                      static_cast<double>(misses[i]) * config_.prefill_seconds_per_token * fastest +
-                      static_cast<double>(trace_.requests[i].chain.size()) *
-                          config_.kv_transfer_seconds_per_block);
-    }
-    return Percentile(floor, 0.90);
-  }
-
   SimResult Summarise() {
     SimResult out;
     out.policy = std::string(policy_.name());
+    out.held = hold_.options().depth > 0;
     out.requests = static_cast<std::int64_t>(trace_.requests.size());
     out.hit_rate = prompt_tokens_ > 0 ? hit_tokens_ / prompt_tokens_ : 0;
     // One pass over the trace serves both bounds.
     const std::vector<std::int64_t> misses = InfiniteCacheMisses(trace_, config_.block_size);
     out.hit_rate_bound = HitRateGivenMisses(trace_, misses);
-    out.ttft_p90_floor = TtftFloorP90(misses);
+    out.ttft_p90_floor = TtftP90Floor(trace_, config_, misses);
+    out.ttft_p90_oracle = TtftP90Oracle(trace_, config_, misses);
     out.ttft_p50 = Percentile(ttft_, 0.50);
     out.ttft_p90 = Percentile(ttft_, 0.90);
     out.ttft_p99 = Percentile(ttft_, 0.99);

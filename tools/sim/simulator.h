@@ -16,6 +16,16 @@ namespace tandem::sim {
 // starts. The KV then moves to the decode worker (per-block transfer time); the first token is out
 // when it lands. Decode workers batch continuously: a step costs base + per sequence x batch +
 // per block x KV blocks held, and a request is admitted only when its prompt + output blocks fit.
+// One request's prefill as the simulation saw it (for finding where a policy loses).
+struct RequestRecord {
+  double arrival = 0;
+  std::int64_t prompt_tokens = 0;
+  std::int64_t computed_tokens = 0;  // what its worker did not have cached
+  double wait = 0;                   // arrival to the start of its prefill (router + worker queue)
+  double ttft = 0;
+  int prefill_worker = -1;
+};
+
 struct SimConfig {
   int prefill_workers = 8;
   int decode_workers = 8;
@@ -35,16 +45,24 @@ struct SimConfig {
   // (routing::PolicyHoldsPrefills): prefills out per worker (0: none held) and aging.
   int prefill_hold_depth = 1;
   double prefill_hold_aging = 0.1;
+  // The same hold queue in front of every policy, the baselines too: separates what a placement
+  // wins from what the queue wins (the baselines' published systems dispatch at once).
+  bool hold_every_policy = false;
+  // When set, one record per request is appended here, in prefill completion order.
+  std::vector<RequestRecord>* per_request = nullptr;
 };
 
 struct SimResult {
   std::string policy;
+  bool held = false;  // its prefills went through the hold queue
   std::int64_t requests = 0;
   double hit_rate = 0;        // cached prompt tokens / prompt tokens
   double hit_rate_bound = 0;  // the same with one infinite cache
   // p90 TTFT no router can beat: every request computing only what one infinite cache would miss,
   // on the fastest worker, without waiting.
   double ttft_p90_floor = 0;
+  // p90 TTFT of one infinite cache shared by all workers behind one central FIFO queue.
+  double ttft_p90_oracle = 0;
   double ttft_p50 = 0, ttft_p90 = 0, ttft_p99 = 0;
   double itl_p50 = 0, itl_p99 = 0;
   // max / mean requests in flight over a pool's workers, sampled at each arrival (worst pool).

@@ -5,8 +5,10 @@
 // flight than its pool's least loaded. Decode where the predicted step time is lowest among workers
 // with KV room for the whole request.
 #include <cmath>
+#include <limits>
 
 #include "absl/container/flat_hash_map.h"
+#include "pending_prefixes.h"
 #include "pools.h"
 #include "tandem/routing/policy.h"
 
@@ -17,7 +19,9 @@ using internal::SlotList;
 
 class TandemPolicy final : public Policy {
  public:
-  explicit TandemPolicy(TandemOptions options) : options_(options) {}
+  explicit TandemPolicy(TandemOptions options)
+      : options_(options),
+        pending_(options.max_pending_blocks, options.max_pending_blocks_per_request) {}
 
   absl::string_view name() const override { return "tandem"; }
 
@@ -28,8 +32,12 @@ class TandemPolicy final : public Policy {
     internal::MatchPool(view, request, prefill, &match_);
     RouteDecision d;
     d.prefill = ChoosePrefill(request, view, prefill);
-    d.predicted_cached_tokens =
-        internal::CoveredTokens(match_[d.prefill].Credit(options_.credits), request);
+    d.predicted_cached_tokens = cached_[d.prefill];
+    if (options_.track_pending && view.now_seconds >= 0) {
+      // Its blocks are on their way to that worker: there by the predicted first token.
+      pending_.Add(request.block_hashes, run_[d.prefill], d.prefill, view.now_seconds,
+                   view.now_seconds + ttft_[d.prefill]);
+    }
     d.decode = ChooseDecode(request, view, internal::DecodePool(view));
     if (request.session_id != 0) {
       if (sessions_.size() >= options_.max_sessions) sessions_.clear();  // cheap bound
@@ -39,6 +47,12 @@ class TandemPolicy final : public Policy {
   }
 
  private:
+  // The most requests in flight a worker may have to be picked (max_in_flight_spread > 0).
+  int InFlightCap(const ClusterView& view, const SlotList& pool) const {
+    if (options_.max_in_flight_spread <= 0) return std::numeric_limits<int>::max();
+    return MinInFlight(view, pool) + options_.max_in_flight_spread;
+  }
+
   static int MinInFlight(const ClusterView& view, const SlotList& pool) {
     int min_in_flight = internal::Load(view.workers[pool.slots[0]]);
     for (WorkerSlot w : pool) min_in_flight = std::min(min_in_flight, internal::Load(view.workers[w]));
@@ -85,19 +99,32 @@ class TandemPolicy final : public Policy {
 
   WorkerSlot ChoosePrefill(const RouteRequest& request, const ClusterView& view,
                            const SlotList& pool) {
-    const int in_flight_cap = MinInFlight(view, pool) + options_.max_in_flight_spread;
+    const int in_flight_cap = InFlightCap(view, pool);
     // Recomputing what is cached elsewhere also delays the requests that will queue behind this
     // one: the busier the pool, the more a hit is worth against a shorter queue.
     double in_flight_sum = 0;
     for (WorkerSlot w : pool) in_flight_sum += internal::Load(view.workers[w]);
     const double own_weight =
         options_.own_work_weight + options_.own_work_weight_per_queued * in_flight_sum / pool.size;
-    std::array<double, kMaxWorkers> ttft{};
-    std::array<std::int64_t, kMaxWorkers> cached{};
+    std::array<double, kMaxWorkers>& ttft = ttft_;
+    std::array<std::int64_t, kMaxWorkers>& cached = cached_;
     double best_ttft = INFINITY;
     for (WorkerSlot w : pool) {
       const WorkerState& s = view.workers[w];
       cached[w] = internal::CoveredTokens(match_[w].Credit(options_.credits), request);
+      // Blocks on their way to this worker (routed there, not stored yet) count as held: the
+      // request would queue behind the one computing them.
+      run_[w] = static_cast<std::size_t>(match_[w].blocks());
+      // Only while the worker has prefills in flight: once they are done, what they stored is in
+      // the index (or was lost), and nothing is on its way.
+      if (options_.track_pending && view.now_seconds >= 0 && s.in_flight > 0) {
+        const std::size_t ext = pending_.Extend(request.block_hashes, run_[w], w, view.now_seconds);
+        if (ext > run_[w]) {
+          cached[w] = std::max(cached[w],
+                               internal::CoveredTokens(static_cast<double>(ext), request));
+          run_[w] = ext;
+        }
+      }
       ttft[w] = internal::Load(s) > in_flight_cap
                     ? INFINITY
                     : PredictTtft(request, s, cached[w], own_weight, view.now_seconds);
@@ -133,7 +160,7 @@ class TandemPolicy final : public Policy {
     const std::int64_t need = internal::BlocksOf(
         request.prompt_tokens + std::max<std::int64_t>(request.max_output_tokens, 0),
         request.block_size);
-    const int in_flight_cap = MinInFlight(view, pool) + options_.max_in_flight_spread;
+    const int in_flight_cap = InFlightCap(view, pool);
     WorkerSlot best = kNoWorker;
     bool best_fits = false;
     double best_step = 0;
@@ -156,7 +183,13 @@ class TandemPolicy final : public Policy {
   }
 
   TandemOptions options_;
+  internal::PendingPrefixes pending_;
   MatchResult match_;
+  // Per worker, for the decision being made: predicted TTFT, cached tokens and cached run in
+  // blocks (index and pending).
+  std::array<double, kMaxWorkers> ttft_{};
+  std::array<std::int64_t, kMaxWorkers> cached_{};
+  std::array<std::size_t, kMaxWorkers> run_{};
   absl::flat_hash_map<std::uint64_t, WorkerSlot> sessions_;
   struct SharedPrefix {
     double count = 0;  // decayed number of requests whose match ended here

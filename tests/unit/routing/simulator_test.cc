@@ -117,16 +117,20 @@ TEST(SimulatorTest, CacheAwarePoliciesFollowThePrefixAcrossWorkers) {
   EXPECT_NEAR(Replay(trace, config, "round-robin").hit_rate, 16.0 / 72.0, kEps);
 }
 
-TEST(SimulatorTest, TandemsHoldQueueLetsAShortPromptPassALongOne) {
-  // One prefill worker. A (40 tokens, 4 s) starts at once; B (40 tokens) and C (4 tokens, 0.4 s)
-  // arrive while it runs.
-  const Trace trace = Read(
+// On one prefill worker: A (40 tokens, 4 s) starts at once; B (40 tokens) and C (4 tokens, 0.4 s)
+// arrive while it runs.
+Trace LongLongShort() {
+  return Read(
       R"({"timestamp": 0, "input_length": 40, "output_length": 1, "hash_ids": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]})"
       "\n"
       R"({"timestamp": 100, "input_length": 40, "output_length": 1, "hash_ids": [11, 12, 13, 14, 15, 16, 17, 18, 19, 20]})"
       "\n"
       R"({"timestamp": 200, "input_length": 4, "output_length": 1, "hash_ids": [21]})"
       "\n");
+}
+
+TEST(SimulatorTest, TandemsHoldQueueLetsAShortPromptPassALongOne) {
+  const Trace trace = LongLongShort();
   SimConfig config = TinyCluster();
   // FIFO (what the baselines get, and tandem without the queue): A 4.1, B 8.0 (starts at 4, lands
   // at 8.1), C 8.21 (starts at 8, lands at 8.41).
@@ -142,6 +146,50 @@ TEST(SimulatorTest, TandemsHoldQueueLetsAShortPromptPassALongOne) {
   EXPECT_NEAR(r.ttft_p99, 8.4, kEps);
   // The floor: each prompt alone on an idle worker with an infinite cache (4.1, 4.1, 0.41).
   EXPECT_NEAR(r.ttft_p90_floor, 4.1, kEps);
+}
+
+TEST(SimulatorTest, TheSameHoldQueueInFrontOfABaseline) {
+  // Round-robin, as published, sends everything at once (FIFO on the worker); behind the hold
+  // queue it gets the same order tandem does.
+  const Trace trace = LongLongShort();
+  SimConfig config = TinyCluster();
+  SimResult r = Replay(trace, config, "round-robin");
+  EXPECT_FALSE(r.held);
+  EXPECT_NEAR(r.ttft_p50, 8.0, kEps);
+  config.hold_every_policy = true;
+  r = Replay(trace, config, "round-robin");
+  EXPECT_TRUE(r.held);
+  EXPECT_NEAR(r.ttft_p50, 4.21, kEps);
+  EXPECT_NEAR(r.ttft_p99, 8.4, kEps);
+  // A depth of 0 still holds nothing, for any policy.
+  config.prefill_hold_depth = 0;
+  r = Replay(trace, config, "round-robin");
+  EXPECT_FALSE(r.held);
+  EXPECT_NEAR(r.ttft_p50, 8.0, kEps);
+}
+
+TEST(SimulatorTest, OracleSharesOneInfiniteCacheBehindACentralQueue) {
+  // Two prefill workers. A and B (8 tokens each, 0.8 s) arrive together, then C repeats A's
+  // prompt plus one block: the oracle computes only C's last block (0.4 s) on whichever worker
+  // finishes it first, even though C's prefix was computed on A's worker.
+  const Trace trace = Read(
+      R"({"timestamp": 0, "input_length": 8, "output_length": 1, "hash_ids": [1, 2]})"
+      "\n"
+      R"({"timestamp": 0, "input_length": 8, "output_length": 1, "hash_ids": [3, 4]})"
+      "\n"
+      R"({"timestamp": 0, "input_length": 12, "output_length": 1, "hash_ids": [1, 2, 5]})"
+      "\n");
+  SimConfig config = TinyCluster();
+  config.prefill_workers = 2;
+  // A, B: 0.8 + 0.02 each, in parallel; C waits for the first free worker (0.8) then computes
+  // 0.4 s: ends 1.2, lands 1.23. Nearest-rank p90 of {0.82, 0.82, 1.23} is 1.23.
+  const SimResult r = Replay(trace, config, "least-load");
+  EXPECT_NEAR(r.ttft_p90_oracle, 1.23, kEps);
+  // The floor has no queue: C alone takes 0.4 + 0.03.
+  EXPECT_NEAR(r.ttft_p90_floor, 0.82, kEps);
+  // One worker: A 0.82, B 1.62, C 2.0 + 0.03.
+  config.prefill_workers = 1;
+  EXPECT_NEAR(Replay(trace, config, "least-load").ttft_p90_oracle, 2.03, kEps);
 }
 
 TEST(SimulatorTest, RejectsImpossibleClusters) {

@@ -127,7 +127,10 @@ TEST_F(TandemPolicyTest, SessionsStayWhileItIsCheap) {
   EXPECT_EQ(Route(*policy_, r).prefill, 1);
 }
 
-TEST_F(TandemPolicyTest, BoundsTheInFlightSpread) {
+TEST_F(TandemPolicyTest, BoundsTheInFlightSpreadWhenAsked) {
+  TandemOptions options;
+  options.max_in_flight_spread = 16;
+  policy_ = MakeTandemPolicy(options);
   Build(2, 0);
   Cache(1, Chain(1, 400));
   // Worker 1 holds the whole prefix and its queued requests are cheap, but 17 more in flight than
@@ -136,6 +139,63 @@ TEST_F(TandemPolicyTest, BoundsTheInFlightSpread) {
   EXPECT_EQ(Route(*policy_, Request(Chain(1, 400))).prefill, 0);
   table_.OnPrefillFinished(1, 0, 1, 0, 0);  // 16 more: allowed again
   EXPECT_EQ(Route(*policy_, Request(Chain(1, 400))).prefill, 1);
+  // The default has no such bound: a count of requests is not work.
+  auto unbounded = MakeTandemPolicy();
+  QueuePrefill(1, 100, /*tokens=*/0);
+  EXPECT_EQ(Route(*unbounded, Request(Chain(1, 400))).prefill, 1);
+}
+
+TEST_F(TandemPolicyTest, ARequestFollowsAPrefixStillBeingComputed) {
+  // A 400-block prompt went to worker 1 at t = 0 (6,400 tokens: 0.82 s at the prior speed); the
+  // index learns its blocks only when it finishes. A request sharing that prompt at t = 0.1 finds
+  // it nowhere in the index; counting the blocks on their way to worker 1, it queues there for
+  // the rest of that prefill instead of computing all of it on idle worker 0.
+  Build(2, 0);
+  auto route_at = [&](Policy& policy, const RouteRequest& r, double now) {
+    ClusterView view = View();
+    view.now_seconds = now;
+    absl::StatusOr<RouteDecision> d = policy.Route(r, view);
+    EXPECT_TRUE(d.ok()) << d.status();
+    return d.ok() ? *d : RouteDecision{};
+  };
+  std::vector<BlockHash> longer = Chain(1, 400);
+  longer.push_back(9001);
+  for (bool track : {true, false}) {
+    TandemOptions options;
+    options.track_pending = track;
+    auto policy = MakeTandemPolicy(options);
+    table_ = WorkerTable();
+    Build(2, 0);
+    QueuePrefill(0, 1, /*tokens=*/0);  // so the first prompt goes to worker 1
+    const RouteDecision first = route_at(*policy, Request(Chain(1, 400)), 0.0);
+    ASSERT_EQ(first.prefill, 1);
+    table_.OnPrefillFinished(0, 0, 1, 0, 0);
+    table_.OnPrefillDispatched(1, 6400, 400, /*now_seconds=*/0.0);
+    const RouteDecision second = route_at(*policy, Request(longer), 0.1);
+    EXPECT_EQ(second.prefill, track ? 1 : 0) << track;
+    EXPECT_EQ(second.predicted_cached_tokens, track ? 6400 : 0) << track;
+  }
+}
+
+TEST_F(TandemPolicyTest, APendingPrefixExpiresAtItsPredictedFirstToken) {
+  // Same first prompt; the second comes at t = 5, long after the first was predicted to be stored
+  // (0.82 s). The index still does not have it (its event was lost, or it was evicted): the
+  // pending entry no longer counts.
+  Build(2, 0);
+  QueuePrefill(0, 1, /*tokens=*/0);
+  ClusterView view = View();
+  view.now_seconds = 0;
+  ASSERT_EQ(policy_->Route(Request(Chain(1, 400)), view)->prefill, 1);
+  table_.OnPrefillFinished(0, 0, 1, 0, 0);
+  table_.OnPrefillDispatched(1, 1000, 400, /*now_seconds=*/5.0);  // busy with something else
+  std::vector<BlockHash> longer = Chain(1, 400);
+  longer.push_back(9001);
+  view = View();
+  view.now_seconds = 5.0;
+  const absl::StatusOr<RouteDecision> d = policy_->Route(Request(longer), view);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->prefill, 0);
+  EXPECT_EQ(d->predicted_cached_tokens, 0);
 }
 
 TEST_F(TandemPolicyTest, IgnoresAStaleWorkersCache) {

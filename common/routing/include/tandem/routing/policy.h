@@ -81,15 +81,26 @@ struct TandemOptions {
   // ... divided by how many recent requests ended their match at the same block (decayed with this
   // time constant; 0: never divided): a prefix many requests share is worth replicating on a less
   // loaded worker, a conversation's private history is not.
-  double shared_prefix_seconds = 600.0;
+  double shared_prefix_seconds = 150.0;
   std::size_t max_shared_prefixes = 1 << 16;
+  // Blocks routed to a worker and not yet stored there count as held by it until the request's
+  // predicted TTFT, while the worker has prefills in flight (the index learns them only when they
+  // are stored): requests sharing a prefix that is still being computed follow it instead of
+  // computing it again elsewhere.
+  bool track_pending = true;
+  std::size_t max_pending_blocks = std::size_t{1} << 18;
+  int max_pending_blocks_per_request = 1024;
   // A session's previous worker wins while its predicted TTFT is this close to the best.
   double session_slack_seconds = 0.25;
   std::size_t max_sessions = 1 << 16;
 
   // Bounded imbalance: never pick a worker with this many more requests in flight than the least
-  // loaded one of its pool.
-  int max_in_flight_spread = 16;
+  // loaded one of its pool; 0: no bound. Off by default: a request count is not work (a pool of
+  // short prompts reaches 16 at no real imbalance), and under overload the bound forced
+  // conversations off their KV, so the misses fed the overload (suite mix-16, 2,048 x2: hit .62
+  // with it, .70 without). The predicted TTFT already carries each worker's queued work, and the
+  // stickiness bounds how far behind a worker may fall for its cache.
+  int max_in_flight_spread = 0;
   // Decode: predicted step time = base + per_sequence * batch + per_block * KV blocks.
   double decode_base_seconds = 0.010;
   double decode_per_sequence_seconds = 0.0003;
