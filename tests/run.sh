@@ -42,6 +42,8 @@ fi
 TANDEM_BUILD_DIR="$root/$build_dir" "$venv/bin/python" -m pytest -q tests/conformance
 # tandem-bench's own tests (trace parsing, malformed lines, a run against a fake server).
 "$venv/bin/python" -m pytest -q tests/perf/bench
+# The routing trace suite's generators and tools/sim/acceptance.py's criterion.
+"$venv/bin/python" -m pytest -q tests/unit/routing
 # deploy/k8s: every overlay rendered and validated for Kubernetes 1.31, and the per-stage policy
 # (probes, drain hook, grace period, /dev/shm, PDB, autoscalers). Skips where kubectl is absent.
 "$venv/bin/pip" install -q --disable-pip-version-check -r tests/deploy/requirements.txt
