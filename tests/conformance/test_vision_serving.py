@@ -135,15 +135,15 @@ def vision_cluster():
             c.stop()
 
 
-def expected_prompt_tokens(tokenizer, body, images):
+def expected_prompt_tokens(tokenizer, body, images, protocol="chat", detail="high"):
     """deepseek-recipe's count: the encoded prompt with each image at its image_tokens."""
     import deepseek_recipe as dr
-    rendered = recipe_cli.oracle_render("chat", "v4.1", body,
+    rendered = recipe_cli.oracle_render(protocol, "v4.1", body,
                                         tokenizer=dr.Tokenizer.from_file(str(tokenizer)))
     assert "ids" in rendered, rendered
     total = len(rendered["ids"]) - len(images)
     for data in images:
-        info = dr.OpenCvImagePreprocessor().preprocess(data, dr.PreprocessOptions("high", 2048, 512))
+        info = dr.OpenCvImagePreprocessor().preprocess(data, dr.PreprocessOptions(detail, 2048, 512))
         total += dr.MultiModalData([info]).image_token_adjustment() + 1
     placeholder = rendered["ids"].index(dr.IMAGE_SPECIAL_TOKEN_ID) if images else None
     return total, placeholder
@@ -197,13 +197,15 @@ def test_images_with_the_anthropic_sdk(vision_cluster):
     import anthropic
     client = anthropic.Anthropic(base_url=vision_cluster.url, api_key="unused")
     image = png(40, 72, 3)
-    message = client.messages.create(
-        model=SERVED, max_tokens=4,
-        messages=[{"role": "user", "content": [
-            {"type": "image", "source": {"type": "base64", "media_type": "image/png",
-                                         "data": base64.b64encode(image).decode()}},
-            {"type": "text", "text": "What is this?"}]}])
-    assert message.usage.input_tokens > 0
+    body = {"model": SERVED, "max_tokens": 4,
+            "messages": [{"role": "user", "content": [
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                             "data": base64.b64encode(image).decode()}},
+                {"type": "text", "text": "What is this?"}]}]}
+    want, _ = expected_prompt_tokens(vision_cluster.tokenizer, body, [image], protocol="messages")
+    message = client.messages.create(**body)
+    # Anthropic's input_tokens leave out what the cache served.
+    assert message.usage.input_tokens + message.usage.cache_read_input_tokens == want
 
 
 def test_an_unreadable_image_is_refused_with_recipes_message(vision_cluster):
@@ -252,10 +254,12 @@ def test_images_with_the_responses_api(vision_cluster):
     runs = lambda: metric(vision_cluster.encoder_metrics, "tandem_encoder_tower_runs_total")
     image = png(48, 48, 5)
     before = runs()
-    response = client.responses.create(
-        model=SERVED, max_output_tokens=4,
-        input=[{"role": "user", "content": [
-            {"type": "input_text", "text": "What is in this image?"},
-            {"type": "input_image", "image_url": data_url(image), "detail": "low"}]}])
-    assert response.usage.input_tokens > 0
+    body = {"model": SERVED, "max_output_tokens": 4,
+            "input": [{"role": "user", "content": [
+                {"type": "input_text", "text": "What is in this image?"},
+                {"type": "input_image", "image_url": data_url(image), "detail": "low"}]}]}
+    want, _ = expected_prompt_tokens(vision_cluster.tokenizer, body, [image], protocol="responses",
+                                     detail="low")
+    response = client.responses.create(**body)
+    assert response.usage.input_tokens == want
     assert runs() == before + 1
