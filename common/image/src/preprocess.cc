@@ -34,14 +34,23 @@ absl::StatusOr<Bitmap> Decode(absl::string_view bytes, const ImageHeader& header
   return ImageError(ImageErrorKind::kDecode);
 }
 
-// Low detail: the long side down to the limit, sides rounded half away from zero (Rust's round),
-// by area averaging (recipe 0.2.0's binary does this with INTER_AREA).
-Bitmap LimitLongSide(Bitmap bitmap, std::uint32_t max_dimension) {
-  const int long_side = std::max(bitmap.width, bitmap.height);
-  if (long_side <= static_cast<int>(max_dimension)) return bitmap;
+// Low detail: the long side down to the limit, sides rounded half away from zero (Rust's round).
+void LimitLongSideSize(int* width, int* height, std::uint32_t max_dimension) {
+  const int long_side = std::max(*width, *height);
+  if (long_side <= static_cast<int>(max_dimension)) return;
   const double ratio = static_cast<double>(max_dimension) / long_side;
-  const int w = std::max(1, static_cast<int>(std::round(bitmap.width * ratio)));
-  const int h = std::max(1, static_cast<int>(std::round(bitmap.height * ratio)));
+  const int w = std::max(1, static_cast<int>(std::round(*width * ratio)));
+  const int h = std::max(1, static_cast<int>(std::round(*height * ratio)));
+  *width = w;
+  *height = h;
+}
+
+// ... by area averaging (recipe 0.2.0's binary does this with INTER_AREA).
+Bitmap LimitLongSide(Bitmap bitmap, std::uint32_t max_dimension) {
+  int w = bitmap.width;
+  int h = bitmap.height;
+  LimitLongSideSize(&w, &h, max_dimension);
+  if (w == bitmap.width && h == bitmap.height) return bitmap;
   return internal::ResizeArea(bitmap, w, h);
 }
 
@@ -133,6 +142,39 @@ absl::StatusOr<PreprocessedImage> PreprocessImage(absl::string_view bytes,
   out.image_tokens = static_cast<int>(*tokens);
   out.rgb = std::move(bitmap.pixels);
   return out;
+}
+
+absl::StatusOr<ImageGeometry> MeasureImage(absl::string_view bytes,
+                                           const PreprocessOptions& options) {
+  if (bytes.empty()) return ImageError(ImageErrorKind::kEmptyImage);
+  absl::StatusOr<ImageHeader> header = ReadImageHeader(bytes, options.max_dimension_px);
+  if (!header.ok()) return header.status();
+  if (header->format != ImageFormat::kPng && header->format != ImageFormat::kJpeg) {
+    PreprocessOptions no_webp = options;
+    no_webp.webp_roundtrip = false;  // changes pixels, never the size
+    absl::StatusOr<PreprocessedImage> full = PreprocessImage(bytes, no_webp);
+    if (!full.ok()) return full.status();
+    return ImageGeometry{full->width, full->height, full->image_tokens};
+  }
+  int width = static_cast<int>(header->width);
+  int height = static_cast<int>(header->height);
+  if (width <= 0 || height <= 0) return ImageError(ImageErrorKind::kEmptyImage);
+  if (options.detail == Detail::kLow) {
+    LimitLongSideSize(&width, &height, options.low_detail_max_dimension_px);
+  }
+  if (width > static_cast<int>(options.max_dimension_px) ||
+      height > static_cast<int>(options.max_dimension_px)) {
+    return ImageError(ImageErrorKind::kImageDimensionsTooLarge);
+  }
+  absl::StatusOr<ResizeResult> fitted = FitWebpTarget(width, height);
+  if (!fitted.ok()) return fitted.status();
+  if (fitted->best_width == 0 || fitted->best_height == 0) {
+    return ImageError(ImageErrorKind::kResize);
+  }
+  absl::StatusOr<std::size_t> tokens = ImageTokenCount(fitted->best_width, fitted->best_height);
+  if (!tokens.ok()) return ImageError(ImageErrorKind::kResize);
+  return ImageGeometry{static_cast<int>(fitted->best_width), static_cast<int>(fitted->best_height),
+                       static_cast<int>(*tokens)};
 }
 
 }  // namespace tandem::image

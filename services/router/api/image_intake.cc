@@ -89,12 +89,13 @@ absl::StatusOr<std::vector<RequestImage>> TakeImages(const recipe::Conversation&
       }
     }
     if (absl::Status st = budget.Reserve(bytes.size()); !st.ok()) return located(st);
-    // Decoded and fitted here as recipe does, so that a bad image is refused before anything
-    // runs and the prompt knows how many positions the image takes. The pixels are the
-    // encoder's to make again (it owns the cache of what the tower made of them).
-    image::PreprocessOptions options = limits.OptionsFor(ToImage(source.detail), sources.size());
-    options.webp_roundtrip = false;  // changes pixels, never the size
-    absl::StatusOr<image::PreprocessedImage> measured = image::PreprocessImage(bytes, options);
+    // Measured here (from the header for PNG and JPEG: no pixel memory on the router, whatever
+    // the request holds), so that the prompt knows how many positions the image takes and an
+    // image recipe refuses by its header is refused before anything runs. A body that does not
+    // decode fails at the encoder, with the same message.
+    const image::PreprocessOptions options =
+        limits.OptionsFor(ToImage(source.detail), sources.size());
+    absl::StatusOr<image::ImageGeometry> measured = image::MeasureImage(bytes, options);
     if (!measured.ok()) return located(measured.status());
     RequestImage image;
     image.detail = ToProto(source.detail);

@@ -12,7 +12,7 @@
 namespace tandem::router {
 
 // The images of a conversation, read and checked as deepseek-recipe does (count, bytes, format,
-// dimensions, decoding), each measured in prompt positions, in the order their placeholders
+// dimensions; the pixels are the encoder's to decode), each measured in prompt positions, in the order their placeholders
 // appear in the rendered prompt. Errors are recipe's, with its location prefix. Remote URLs are
 // fetched with `fetcher` (its policy: allow-listed hosts, public addresses only), or refused
 // without one. A fetch blocks the calling thread for at most the policy's timeout.

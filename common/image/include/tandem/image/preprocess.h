@@ -74,4 +74,17 @@ struct PreprocessedImage {
 absl::StatusOr<PreprocessedImage> PreprocessImage(absl::string_view bytes,
                                                   const PreprocessOptions& options);
 
+// PreprocessImage's width, height and image_tokens without its pixels. For PNG and JPEG, whose
+// decoded size is the declared one, from the header alone: no pixel memory, microseconds (a
+// router measures every image of every request; decoding them all there would let a few
+// highly compressible 8192 x 8192 images hold gigabytes). Data past the header is not checked:
+// a corrupt body fails later, where the image is decoded. GIF and WebP (whose first frame or
+// canvas may differ from the header) are decoded. Same refusals as PreprocessImage otherwise.
+struct ImageGeometry {
+  int width = 0;
+  int height = 0;
+  int image_tokens = 0;
+};
+absl::StatusOr<ImageGeometry> MeasureImage(absl::string_view bytes, const PreprocessOptions& options);
+
 }  // namespace tandem::image
