@@ -157,17 +157,15 @@ absl::Status LlamaModel::Forward(std::span<const SequenceChunk> batch, const KvS
 
   std::vector<ChunkRows> rows;
   rows.reserve(batch.size());
-  std::vector<std::int32_t> ids;
+  std::int64_t tokens = 0;
   std::vector<int> positions;
   for (const SequenceChunk& c : batch) {
-    rows.push_back({static_cast<std::int64_t>(ids.size()),
-                    static_cast<std::int64_t>(c.tokens.size())});
-    ids.insert(ids.end(), c.tokens.begin(), c.tokens.end());
+    rows.push_back({tokens, static_cast<std::int64_t>(c.tokens.size())});
+    tokens += static_cast<std::int64_t>(c.tokens.size());
     for (std::size_t t = 0; t < c.tokens.size(); ++t) {
       positions.push_back(c.start_pos + static_cast<int>(t));
     }
   }
-  const auto tokens = static_cast<std::int64_t>(ids.size());
   if (tokens == 0) return absl::OkStatus();
 
   ReserveScratch(tokens);
