@@ -9,13 +9,11 @@
 // at once, so only the transfer is timed) on 127.0.0.1 and the worker's ImageFetcher pulling the
 // rows under a fresh lease each round. KV side: the same number of bytes as 64 blocks written by
 // a gated write, the receiver progressing on its own thread.
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "encoder_service.h"
@@ -23,7 +21,7 @@
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "image_fetcher.h"
-#include "tandem/transport/ucx_agent.h"
+#include "gated_write_throughput.h"
 
 namespace {
 
@@ -92,47 +90,11 @@ double EmbeddingMbPerSec(const Options& o) {
 }
 
 double KvMbPerSec(const Options& o) {
-  using tandem::transport::GatedWrite;
-  using tandem::transport::TransferState;
+  // The same bytes as 64 blocks, as a prompt's KV travels.
   constexpr int kBlocks = 64;
   const std::size_t total = static_cast<std::size_t>(o.rows) * o.hidden * sizeof(float);
-  const std::size_t block_bytes = (total + kBlocks - 1) / kBlocks;
-  auto receiver = tandem::transport::CreateUcxAgent({o.tls});
-  auto sender = tandem::transport::CreateUcxAgent({o.tls});
-  if (!receiver.ok() || !sender.ok()) std::exit(1);
-  std::vector<std::uint8_t> pool(block_bytes * kBlocks), source(block_bytes * kBlocks, 7);
-  std::vector<std::uint64_t> flags(kBlocks, 0);
-  auto pool_reg = (*receiver)->RegisterMemory(pool.data(), pool.size());
-  auto flag_reg = (*receiver)->RegisterMemory(flags.data(), flags.size() * 8);
-  std::atomic<bool> stop{false};
-  std::thread progress([&] {
-    while (!stop.load()) (*receiver)->Progress();
-  });
-  GatedWrite w;
-  w.peer_address = (*receiver)->local_address();
-  w.regions = {(*pool_reg)->descriptor(), (*flag_reg)->descriptor()};
-  const std::uint64_t flag_value = 1;
-  for (int b = 0; b < kBlocks; ++b) {
-    w.data.push_back({source.data() + b * block_bytes, block_bytes, 0, w.regions[0].base + b * block_bytes});
-    w.flags.push_back({&flag_value, 8, 1, w.regions[1].base + b * 8});
-  }
-  auto round = [&] {
-    auto id = (*sender)->StartGatedWrite(w);
-    if (!id.ok()) std::exit(1);
-    for (;;) {
-      auto st = (*sender)->Poll(*id);
-      if (st.state == TransferState::kDone) break;
-      if (st.state == TransferState::kFailed) std::exit(1);
-    }
-    (*sender)->Release(*id);
-  };
-  round();
-  const auto start = Clock::now();
-  for (int r = 0; r < o.rounds; ++r) round();
-  const double secs = std::chrono::duration<double>(Clock::now() - start).count();
-  stop = true;
-  progress.join();
-  return static_cast<double>(block_bytes) * kBlocks * o.rounds / secs / 1e6;
+  return tandem::bench::GatedWriteMbPerSec(o.tls, kBlocks, (total + kBlocks - 1) / kBlocks,
+                                           o.rounds);
 }
 
 }  // namespace

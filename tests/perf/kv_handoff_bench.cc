@@ -8,23 +8,18 @@
 // Reference: `ucx_perftest -t ucp_put_bw -s BLOCK_BYTES` server and client on 127.0.0.1.
 
 #include <array>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "tandem/transport/ucx_agent.h"
+#include "gated_write_throughput.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-using tandem::transport::GatedWrite;
-using tandem::transport::TransferState;
 
 struct Options {
   std::string tls = "tcp";
@@ -33,49 +28,7 @@ struct Options {
 };
 
 double OursMbPerSec(const Options& o, std::size_t block_bytes) {
-  auto receiver = tandem::transport::CreateUcxAgent({o.tls});
-  auto sender = tandem::transport::CreateUcxAgent({o.tls});
-  if (!receiver.ok() || !sender.ok()) {
-    std::fprintf(stderr, "UCX init failed\n");
-    std::exit(1);
-  }
-  std::vector<std::uint8_t> pool(block_bytes * o.blocks), source(block_bytes * o.blocks, 7);
-  std::vector<std::uint64_t> flags(o.blocks, 0);
-  auto pool_reg = (*receiver)->RegisterMemory(pool.data(), pool.size());
-  auto flag_reg = (*receiver)->RegisterMemory(flags.data(), flags.size() * 8);
-  std::atomic<bool> stop{false};
-  std::thread progress([&] {
-    while (!stop.load()) (*receiver)->Progress();
-  });
-  GatedWrite w;
-  w.peer_address = (*receiver)->local_address();
-  w.regions = {(*pool_reg)->descriptor(), (*flag_reg)->descriptor()};
-  const std::uint64_t flag_value = 1;
-  for (int b = 0; b < o.blocks; ++b) {
-    w.data.push_back({source.data() + b * block_bytes, block_bytes, 0,
-                      w.regions[0].base + b * block_bytes});
-    w.flags.push_back({&flag_value, 8, 1, w.regions[1].base + b * 8});
-  }
-  auto run_once = [&] {
-    auto id = (*sender)->StartGatedWrite(w);
-    if (!id.ok()) std::exit(1);
-    for (;;) {
-      auto st = (*sender)->Poll(*id);
-      if (st.state == TransferState::kDone) break;
-      if (st.state == TransferState::kFailed) {
-        std::fprintf(stderr, "transfer failed: %s\n", std::string(st.cause.message()).c_str());
-        std::exit(1);
-      }
-    }
-    (*sender)->Release(*id);
-  };
-  run_once();  // connection set-up and registration caches out of the timing
-  const auto start = Clock::now();
-  for (int r = 0; r < o.rounds; ++r) run_once();
-  const double secs = std::chrono::duration<double>(Clock::now() - start).count();
-  stop = true;
-  progress.join();
-  return static_cast<double>(block_bytes) * o.blocks * o.rounds / secs / 1e6;
+  return tandem::bench::GatedWriteMbPerSec(o.tls, o.blocks, block_bytes, o.rounds);
 }
 
 // Runs ucx_perftest as server and client and returns its overall put bandwidth (MB/s).
