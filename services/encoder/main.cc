@@ -16,6 +16,7 @@
 #include "grpcpp/server_builder.h"
 #include "tandem/base/process.h"
 #include "tandem/config/service_main.h"
+#include "tandem/http/lifecycle_routes.h"
 #include "tandem/http/server.h"
 #include "tandem/kernels/backend.h"
 #include "tandem/model/vision.h"
@@ -136,25 +137,17 @@ int Run(int argc, char** argv) {
                   return r;
                 })
         .IgnoreError();
-    for (const char* path : {"/live", "/health"}) {
-      routes.Handle("GET", path, [](const http::Request&) -> http::HandlerResult {
-              return http::Response::Text(200, "ok\n");
-            })
-          .IgnoreError();
-    }
-    routes.Handle("GET", "/ready", [&](const http::Request&) -> http::HandlerResult {
-            if (draining.load()) return http::Response::Text(503, "draining\n");
-            if (!ready()) return http::Response::Text(503, "not registered with the router\n");
-            return http::Response::Text(200, "ready\n");
-          })
-        .IgnoreError();
-    const auto drain = [&](const http::Request&) -> http::HandlerResult {
-      draining.store(true);
-      kill(getpid(), SIGTERM);
-      return http::Response::Text(200, "draining\n");
-    };
-    routes.Handle("GET", "/drain", drain).IgnoreError();
-    routes.Handle("POST", "/drain", drain).IgnoreError();
+    http::AddLifecycleRoutes(
+        routes,
+        [&]() -> std::optional<std::string> {
+          if (draining.load()) return "draining";
+          if (!ready()) return "not registered with the router";
+          return std::nullopt;
+        },
+        [&] {
+          draining.store(true);
+          kill(getpid(), SIGTERM);
+        });
     auto started = http::Server::Start(hcfg, std::move(routes));
     if (!started.ok()) return Fail(absl::StrCat("metrics server: ", started.status().message()));
     metrics_server = std::move(*started);

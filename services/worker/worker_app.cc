@@ -17,6 +17,7 @@
 #include "grpcpp/server_builder.h"
 #include "tandem/engine/engine.h"
 #include "tandem/config/service_main.h"
+#include "tandem/http/lifecycle_routes.h"
 #include "tandem/http/server.h"
 #include "tandem/transport/ucx_agent.h"
 #include "tandem/kernels/backend.h"
@@ -236,33 +237,20 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
                   return r;
                 })
         .IgnoreError();
-    // Liveness: answering at all is the signal (cheap, never fails during a drain, so the kubelet
-    // does not restart a worker that is finishing its streams). /health is the older name.
-    for (const char* path : {"/live", "/health"}) {
-      routes.Handle("GET", path, [](const http::Request&) -> http::HandlerResult {
-              return http::Response::Text(200, "ok\n");
-            })
-          .IgnoreError();
-    }
-    // Readiness: the model is loaded and the KV pool allocated (both happen before this server
-    // starts), the router has us registered, and no drain has begun.
-    routes.Handle("GET", "/ready", [&](const http::Request&) -> http::HandlerResult {
-            if (service.draining()) return http::Response::Text(503, "draining\n");
-            if (routers != nullptr && !routers->registered()) {
-              return http::Response::Text(503, "not registered with the router\n");
-            }
-            return http::Response::Text(200, "ready\n");
-          })
-        .IgnoreError();
-    // Starts the drain exactly as SIGTERM does (the main thread runs it). GET too, because a
-    // Kubernetes httpGet preStop hook can only GET. Idempotent; answers at once.
-    const auto drain = [&](const http::Request&) -> http::HandlerResult {
-      service.SetDraining();
-      kill(getpid(), SIGTERM);
-      return http::Response::Text(200, "draining\n");
-    };
-    routes.Handle("GET", "/drain", drain).IgnoreError();
-    routes.Handle("POST", "/drain", drain).IgnoreError();
+    // Ready: the model is loaded and the KV pool allocated (both happen before this server
+    // starts), the router has us registered, and no drain has begun. /drain starts the drain
+    // exactly as SIGTERM does (the main thread runs it).
+    http::AddLifecycleRoutes(
+        routes,
+        [&]() -> std::optional<std::string> {
+          if (service.draining()) return "draining";
+          if (routers != nullptr && !routers->registered()) return "not registered with the router";
+          return std::nullopt;
+        },
+        [&] {
+          service.SetDraining();
+          kill(getpid(), SIGTERM);
+        });
     auto started = http::Server::Start(hcfg, std::move(routes));
     if (!started.ok()) return Fail(absl::StrCat("metrics server: ", started.status().message()));
     metrics_server = std::move(*started);

@@ -142,7 +142,20 @@ def served_paths(*sources: pathlib.Path) -> set[str]:
     return paths
 
 
-WORKER_PATHS = served_paths(ROOT / "services" / "worker" / "worker_app.cc")
+LIFECYCLE_ROUTES = ROOT / "common" / "http" / "src" / "lifecycle_routes.cc"
+
+
+def worker_paths(main: pathlib.Path) -> set[str]:
+    """A worker binary's paths: its own, and the lifecycle routes when it adds them."""
+    paths = served_paths(main)
+    if "AddLifecycleRoutes(" in main.read_text():
+        paths |= served_paths(LIFECYCLE_ROUTES)
+    return paths
+
+
+# Every worker stage (prefill, decode, encoder) must serve what the probes use.
+WORKER_PATHS = (worker_paths(ROOT / "services" / "worker" / "worker_app.cc") &
+                worker_paths(ROOT / "services" / "encoder" / "main.cc"))
 ROUTER_PATHS = served_paths(ROOT / "services" / "router")
 
 
