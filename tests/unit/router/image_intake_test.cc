@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "../image/image_test_util.h"
 #include "absl/strings/escaping.h"
 #include "gtest/gtest.h"
 
@@ -15,42 +16,9 @@ namespace {
 
 constexpr std::int32_t kImageToken = 129264;
 
-// A valid 1x1 RGB PNG, and the same with one pixel changed.
+// A valid 1x1 RGB PNG whose one pixel depends on `red`.
 std::string Png(unsigned char red) {
-  std::string raw = {'\0', static_cast<char>(red), 0x20, 0x30};
-  // Built by hand: signature, IHDR, IDAT (zlib stored block), IEND, with their CRCs.
-  std::string out("\x89PNG\r\n\x1a\n", 8);
-  auto crc32 = [](const std::string& data) {
-    std::uint32_t c = 0xffffffffu;
-    for (unsigned char b : data) {
-      c ^= b;
-      for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1u)));
-    }
-    return c ^ 0xffffffffu;
-  };
-  auto be32 = [](std::uint32_t v) {
-    return std::string{static_cast<char>(v >> 24), static_cast<char>(v >> 16),
-                       static_cast<char>(v >> 8), static_cast<char>(v)};
-  };
-  auto chunk = [&](const std::string& type, const std::string& data) {
-    out += be32(static_cast<std::uint32_t>(data.size())) + type + data + be32(crc32(type + data));
-  };
-  chunk("IHDR", be32(1) + be32(1) + std::string("\x08\x02\x00\x00\x00", 5));
-  // zlib: header, one stored block of `raw`, adler32.
-  std::uint32_t a = 1, b = 0;
-  for (unsigned char ch : raw) {
-    a = (a + ch) % 65521;
-    b = (b + a) % 65521;
-  }
-  std::string z("\x78\x01\x01", 3);
-  z += static_cast<char>(raw.size());
-  z += '\0';
-  z += static_cast<char>(~raw.size() & 0xff);
-  z += '\xff';
-  z += raw + be32((b << 16) | a);
-  chunk("IDAT", z);
-  chunk("IEND", "");
-  return out;
+  return image::testing::Png(1, 1, 2, 8, [red](int, int, int c) { return c == 0 ? red : 0x20; });
 }
 
 recipe::Conversation WithImages(const std::vector<std::string>& urls,
