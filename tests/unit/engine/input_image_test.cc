@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "../../../common/model/src/safetensors.h"
+#include "../model/embedding_table.h"
 #include "gtest/gtest.h"
 #include "tandem/engine/engine.h"
 #include "tandem/kernels/backend.h"
@@ -32,14 +32,9 @@ class InputImageTest : public ::testing::Test {
     auto model = model::LoadModel(kFixture, model::LoadOptions{}, backend_.get());
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = std::move(*model);
-    auto ckpt = model::internal::SafetensorsCheckpoint::Open(kFixture);
-    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
-    auto table = ckpt->Get("model.embed_tokens.weight");
+    auto table = model::testing::LoadEmbeddingTable(kFixture);
     ASSERT_TRUE(table.ok()) << table.status();
-    hidden_ = static_cast<int>(table->cols);
-    for (std::int64_t r = 0; r < table->rows; ++r) {
-      for (std::int64_t c = 0; c < table->cols; ++c) table_.push_back(table->At(r, c));
-    }
+    table_ = std::move(*table);
     engine_ = MakeEngine(64);
   }
 
@@ -57,11 +52,8 @@ class InputImageTest : public ::testing::Test {
 
   // An image whose rows are the table rows of `token` repeated, at `position`, keyed `key`.
   InputImage Image(int position, int rows, std::int32_t token) const {
-    auto data = std::make_shared<std::vector<float>>();
-    for (int r = 0; r < rows; ++r) {
-      data->insert(data->end(), table_.begin() + token * hidden_,
-                   table_.begin() + (token + 1) * hidden_);
-    }
+    auto data = std::make_shared<std::vector<float>>(
+        table_.Rows(std::vector<std::int32_t>(rows, token)));
     return InputImage{position, rows, token, std::move(data)};
   }
 
@@ -103,8 +95,7 @@ class InputImageTest : public ::testing::Test {
   std::unique_ptr<kernels::Backend> backend_;
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<Engine> engine_;
-  std::vector<float> table_;
-  int hidden_ = 0;
+  model::testing::EmbeddingTable table_;
 };
 
 // 6 text tokens, an image of 5 rows standing for token 42 at [6, 11), 5 text tokens.

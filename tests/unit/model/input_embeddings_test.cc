@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "../../../common/model/src/safetensors.h"
+#include "embedding_table.h"
 #include "gtest/gtest.h"
 #include "hf_fixture_test_util.h"
 #include "tandem/kernels/backend.h"
@@ -24,22 +24,13 @@ class InputEmbeddingsTest : public ::testing::TestWithParam<std::string> {
     auto model = LoadModel(FixtureDir(GetParam()), LoadOptions{}, backend_.get());
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = std::move(*model);
-    auto ckpt = internal::SafetensorsCheckpoint::Open(FixtureDir(GetParam()));
-    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
-    auto table = ckpt->Get("model.embed_tokens.weight");
+    auto table = testing::LoadEmbeddingTable(FixtureDir(GetParam()));
     ASSERT_TRUE(table.ok()) << table.status();
-    hidden_ = static_cast<int>(table->cols);
-    for (std::int64_t r = 0; r < table->rows; ++r) {
-      for (std::int64_t c = 0; c < table->cols; ++c) table_.push_back(table->At(r, c));
-    }
+    table_ = std::move(*table);
   }
 
   std::vector<float> TableRows(const std::vector<std::int32_t>& ids) const {
-    std::vector<float> rows;
-    for (std::int32_t id : ids) {
-      rows.insert(rows.end(), table_.begin() + id * hidden_, table_.begin() + (id + 1) * hidden_);
-    }
-    return rows;
+    return table_.Rows(ids);
   }
 
   // All-positions logits of one chunk over `tokens`, with `spans` as its input embeddings.
@@ -60,8 +51,7 @@ class InputEmbeddingsTest : public ::testing::TestWithParam<std::string> {
 
   std::unique_ptr<kernels::Backend> backend_;
   std::unique_ptr<Model> model_;
-  std::vector<float> table_;
-  int hidden_ = 0;
+  testing::EmbeddingTable table_;
 };
 
 TEST_P(InputEmbeddingsTest, RowsFromTheTableGiveExactlyTheLogitsOfTheirTokens) {
