@@ -19,12 +19,13 @@ void AppendField(std::string* out, absl::string_view field) {
 std::string ContentKey(const EncodingIdentity& identity, absl::string_view detail,
                        absl::string_view image_bytes) {
   std::string stream;
-  stream.reserve(image_bytes.size() + 128);
   AppendField(&stream, "tandem.image-embedding/v1");
   AppendField(&stream, identity.weights_fingerprint);
   AppendField(&stream, identity.preprocess_version);
   AppendField(&stream, detail);
-  AppendField(&stream, image_bytes);
+  // The bytes' digest, not the bytes: an image (up to tens of MB) is hashed where it lies
+  // instead of being copied into the stream.
+  AppendField(&stream, security::Sha256(image_bytes));
   return security::Sha256Hex(stream);
 }
 

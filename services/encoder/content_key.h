@@ -13,8 +13,8 @@ struct EncodingIdentity {
   std::string preprocess_version;   // resize/pad geometry and pixel pipeline
 };
 
-// Hex SHA-256 over a domain tag, the identity, the detail level and the original bytes, each
-// length-prefixed so that no two different inputs share the hashed stream.
+// Hex SHA-256 over a domain tag, the identity, the detail level and the SHA-256 of the original
+// bytes, each length-prefixed so that no two different inputs share the hashed stream.
 std::string ContentKey(const EncodingIdentity& identity, absl::string_view detail,
                        absl::string_view image_bytes);
 

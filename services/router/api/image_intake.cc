@@ -40,8 +40,11 @@ absl::Status AsRequestError(const absl::Status& status) {
 
 // 64 bits of the image's identity: SHA-256 over a domain tag, the detail and the bytes.
 std::uint64_t ImageKey(const std::string& bytes, v1::ImageDetailLevel detail) {
-  const std::string digest = security::Sha256(
-      absl::StrCat("tandem.image-placeholder/v1", "\n", static_cast<int>(detail), "\n", bytes));
+  // The bytes' own digest inside the tagged one: the image (up to tens of MB) is hashed where it
+  // lies instead of being copied behind the tag.
+  const std::string digest =
+      security::Sha256(absl::StrCat("tandem.image-placeholder/v1", "\n", static_cast<int>(detail),
+                                    "\n", security::Sha256(bytes)));
   std::uint64_t key = 0;
   for (int i = 0; i < 8; ++i) key = (key << 8) | static_cast<unsigned char>(digest[i]);
   return key;
