@@ -6,7 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "generate_stream.h"
-#include "image_fetcher.h"
+#include "image_rows_fetcher.h"
 #include "kv_handoff.h"
 #include "tandem/kv/types.h"
 #include "tandem/serving/engine_loop.h"
@@ -61,7 +61,7 @@ class WorkerService final : public v1::Worker::WithCallbackMethod_Generate<v1::W
   serving::EngineLoop* loop_;
   KvReceiver* receiver_;
   KvSender* sender_;
-  ImageFetcher images_;
+  ImageRowsFetcher images_;
   // New work (not the Generate that completes a handoff reserved earlier) arriving mid-drain is
   // refused with kDrainingTrailer (the router places it elsewhere); true when it was.
   bool RefuseIfDraining(grpc::ServerContextBase* context, grpc::Status* refusal);

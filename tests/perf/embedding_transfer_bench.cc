@@ -6,7 +6,7 @@
 //                                                    [--tls tcp]
 //
 // Embedding side: an in-process EncoderService (a fake tower that returns rows x hidden floats
-// at once, so only the transfer is timed) on 127.0.0.1 and the worker's ImageFetcher pulling the
+// at once, so only the transfer is timed) on 127.0.0.1 and the worker's ImageRowsFetcher pulling the
 // rows under a fresh lease each round. KV side: the same number of bytes as 64 blocks written by
 // a gated write, the receiver progressing on its own thread.
 #include <chrono>
@@ -20,7 +20,7 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
-#include "image_fetcher.h"
+#include "image_rows_fetcher.h"
 #include "gated_write_throughput.h"
 
 namespace {
@@ -61,7 +61,7 @@ double EmbeddingMbPerSec(const Options& o) {
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&service);
   auto server = builder.BuildAndStart();
-  tandem::worker::ImageFetcher fetcher(o.hidden, {});
+  tandem::worker::ImageRowsFetcher fetcher(o.hidden, {});
   std::string key;
   auto round = [&] {
     grpc::ServerContext ctx;

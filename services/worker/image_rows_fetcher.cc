@@ -1,4 +1,4 @@
-#include "image_fetcher.h"
+#include "image_rows_fetcher.h"
 
 #include <cstring>
 #include <utility>
@@ -14,17 +14,17 @@ constexpr std::uint32_t kChunkBytes = 1u << 20;
 // malformed request can make this worker allocate before the engine checks the prompt.
 constexpr std::uint64_t kMaxRowsPerImage = 1u << 20;
 
-ImageFetcher::ImageFetcher(int hidden_size, security::TlsConfig tls)
+ImageRowsFetcher::ImageRowsFetcher(int hidden_size, security::TlsConfig tls)
     : hidden_size_(hidden_size), tls_(std::move(tls)) {}
 
-v1::Encoder::Stub* ImageFetcher::StubFor(const std::string& endpoint) {
+v1::Encoder::Stub* ImageRowsFetcher::StubFor(const std::string& endpoint) {
   absl::MutexLock lock(&mu_);
   auto& stub = stubs_[endpoint];
   if (stub == nullptr) stub = v1::Encoder::NewStub(security::CreateChannel(endpoint, tls_));
   return stub.get();
 }
 
-absl::StatusOr<std::shared_ptr<const std::vector<float>>> ImageFetcher::FetchRows(
+absl::StatusOr<std::shared_ptr<const std::vector<float>>> ImageRowsFetcher::FetchRows(
     const v1::PromptImage& image, std::chrono::system_clock::time_point deadline) {
   if (image.encoder_endpoint().empty() || image.lease_id().empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -76,7 +76,7 @@ absl::StatusOr<std::shared_ptr<const std::vector<float>>> ImageFetcher::FetchRow
   return rows;
 }
 
-void ImageFetcher::ReleaseLease(const v1::PromptImage& image) {
+void ImageRowsFetcher::ReleaseLease(const v1::PromptImage& image) {
   // Best effort, briefly: the lease expires on its own if this is lost.
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
@@ -86,7 +86,7 @@ void ImageFetcher::ReleaseLease(const v1::PromptImage& image) {
   StubFor(image.encoder_endpoint())->ReleaseEmbeddings(&ctx, req, &resp).IgnoreError();
 }
 
-absl::StatusOr<std::vector<engine::InputImage>> ImageFetcher::Resolve(
+absl::StatusOr<std::vector<engine::InputImage>> ImageRowsFetcher::Resolve(
     const google::protobuf::RepeatedPtrField<v1::PromptImage>& images, bool fetch_rows,
     std::chrono::system_clock::time_point deadline) {
   std::vector<engine::InputImage> out;

@@ -20,11 +20,11 @@ namespace tandem::worker {
 // authenticated control plane), checks them against what the request says and the model
 // needs, and releases the encoders' leases once the rows are here. Thread-safe; one channel per
 // encoder, kept.
-class ImageFetcher {
+class ImageRowsFetcher {
  public:
   // `hidden_size`: floats per row the model takes. `tls`: how encoders are dialled (their
   // certificates must carry `tls.server_name` when set).
-  ImageFetcher(int hidden_size, security::TlsConfig tls);
+  ImageRowsFetcher(int hidden_size, security::TlsConfig tls);
 
   // The images as the engine takes them; with `fetch_rows` false only the spans (a decode
   // worker that received the prompt's KV). Checks order, bounds against `prompt_size` and the

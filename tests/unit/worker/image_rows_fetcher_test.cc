@@ -1,7 +1,7 @@
 // A prefill worker pulls image rows from a real encoder service over gRPC: exact rows across
 // chunks, refusals for rows that do not fit the model or the request, the lease released once
 // the rows are here, and a dead encoder failing the call within its deadline.
-#include "image_fetcher.h"
+#include "image_rows_fetcher.h"
 
 #include <chrono>
 #include <memory>
@@ -38,7 +38,7 @@ class CountingTower : public encoder::ImageEncoder {
   encoder::EncodingIdentity identity_{"w", "p"};
 };
 
-class ImageFetcherTest : public ::testing::Test {
+class ImageRowsFetcherTest : public ::testing::Test {
  protected:
   void StartEncoder(int rows, int hidden) {
     tower_ = std::make_unique<CountingTower>(rows, hidden);
@@ -83,12 +83,12 @@ class ImageFetcherTest : public ::testing::Test {
   int port_ = 0;
 };
 
-TEST_F(ImageFetcherTest, RowsArriveExactlyAcrossChunksAndTheLeaseIsReleased) {
+TEST_F(ImageRowsFetcherTest, RowsArriveExactlyAcrossChunksAndTheLeaseIsReleased) {
   // 300 rows of 1024 floats: 1.2 MB, more than one 1 MiB chunk.
   StartEncoder(300, 1024);
   google::protobuf::RepeatedPtrField<v1::PromptImage> images;
   *images.Add() = Encoded(5);
-  ImageFetcher fetcher(1024, {});
+  ImageRowsFetcher fetcher(1024, {});
   auto got = fetcher.Resolve(images, /*fetch_rows=*/true, Soon());
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_EQ(got->size(), 1u);
@@ -107,25 +107,25 @@ TEST_F(ImageFetcherTest, RowsArriveExactlyAcrossChunksAndTheLeaseIsReleased) {
   EXPECT_EQ(cache_->stats().leases, 0u);
 }
 
-TEST_F(ImageFetcherTest, SpansOnlyForAHandoffFetchNothing) {
+TEST_F(ImageRowsFetcherTest, SpansOnlyForAHandoffFetchNothing) {
   StartEncoder(4, 8);
   google::protobuf::RepeatedPtrField<v1::PromptImage> images;
   *images.Add() = Encoded(0);
-  ImageFetcher fetcher(8, {});
+  ImageRowsFetcher fetcher(8, {});
   auto got = fetcher.Resolve(images, /*fetch_rows=*/false, Soon());
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ((*got)[0].data, nullptr);
   EXPECT_EQ(cache_->stats().leases, 1u);  // still pinned: nobody fetched
 }
 
-TEST_F(ImageFetcherTest, RowsThatDoNotFitTheModelOrTheRequestAreRefused) {
+TEST_F(ImageRowsFetcherTest, RowsThatDoNotFitTheModelOrTheRequestAreRefused) {
   StartEncoder(4, 8);
-  ImageFetcher wrong_hidden(16, {});
+  ImageRowsFetcher wrong_hidden(16, {});
   google::protobuf::RepeatedPtrField<v1::PromptImage> images;
   *images.Add() = Encoded(0);
   EXPECT_EQ(wrong_hidden.Resolve(images, true, Soon()).status().code(),
             absl::StatusCode::kFailedPrecondition);
-  ImageFetcher fetcher(8, {});
+  ImageRowsFetcher fetcher(8, {});
   images.Mutable(0)->set_rows(5);  // the request claims more rows than the encoder holds
   EXPECT_EQ(fetcher.Resolve(images, true, Soon()).status().code(),
             absl::StatusCode::kFailedPrecondition);
@@ -137,13 +137,13 @@ TEST_F(ImageFetcherTest, RowsThatDoNotFitTheModelOrTheRequestAreRefused) {
   EXPECT_EQ(fetcher.Resolve(images, true, Soon()).status().code(), absl::StatusCode::kUnavailable);
 }
 
-TEST_F(ImageFetcherTest, ADeadEncoderFailsTheCallWithinItsDeadline) {
+TEST_F(ImageRowsFetcherTest, ADeadEncoderFailsTheCallWithinItsDeadline) {
   StartEncoder(4, 8);
   google::protobuf::RepeatedPtrField<v1::PromptImage> images;
   *images.Add() = Encoded(0);
   server_->Shutdown();
   server_.reset();
-  ImageFetcher fetcher(8, {});
+  ImageRowsFetcher fetcher(8, {});
   const auto start = std::chrono::steady_clock::now();
   auto got = fetcher.Resolve(images, true, std::chrono::system_clock::now() + milliseconds(1500));
   EXPECT_FALSE(got.ok());
