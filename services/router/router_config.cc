@@ -109,6 +109,11 @@ void BindRouterFlags(config::FlagSet* f, RouterConfig* c) {
             "subdomains); only http(s) to public addresses, checked at connect time, 32 MiB and "
             "10 s at most. Empty: image URLs are refused, only data: URLs are read",
             "TANDEM_ROUTER_IMAGE_URL_ALLOWLIST");
+  f->Int("image-fetch-concurrency", &c->image_fetch_concurrency,
+         "with --image-url-allowlist: requests that may name image URLs are prepared on this "
+         "many threads of their own, never on an HTTP I/O thread (a fetch may wait its full "
+         "10 s); up to 32 per thread wait, more are answered 503",
+         "TANDEM_ROUTER_IMAGE_FETCH_CONCURRENCY");
   security::BindTlsFlags(f, &c->tls, "TANDEM_ROUTER_");
 }
 

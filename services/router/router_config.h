@@ -48,6 +48,7 @@ struct RouterConfig {
   // Hosts image URLs may be fetched from ("a.example.com", ".example.com" for its subdomains),
   // comma-separated; empty: image URLs are refused (only data: URLs are read).
   std::string image_url_allowlist;
+  int image_fetch_concurrency = 8;  // requests with image URLs prepared at once, off I/O threads
   security::TlsConfig tls;     // mutual TLS of the control plane (--tls-*)
 };
 

@@ -1,5 +1,11 @@
 #include "api/protocol_api.h"
 
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <variant>
+
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "api/recipe_format.h"
@@ -72,7 +78,56 @@ ProtocolApi::ProtocolApi(Options options, Deps deps, const tokenizer::HfBpeToken
                          .allowed_hosts = options_.image_url_hosts,
                          .max_bytes = limits.max_image_bytes},
         limits.max_url_len);
+    const int threads = std::max(1, options_.image_fetch_concurrency);
+    fetch_pool_ = std::make_unique<BlockingPool>(threads, static_cast<std::size_t>(threads) * 32);
   }
+}
+
+namespace {
+
+// Whether a body may hold an http(s) image URL. A false positive (a URL in the text) only moves
+// the request to a fetch thread; a false negative cannot happen: every URL we fetch holds it.
+bool MayNameImageUrl(absl::string_view body) {
+  for (std::size_t at = body.find("://"); at != absl::string_view::npos;
+       at = body.find("://", at + 3)) {
+    const absl::string_view before = body.substr(0, at);
+    if (absl::EndsWithIgnoreCase(before, "http") || absl::EndsWithIgnoreCase(before, "https")) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Hands a handler's answer, computed off the I/O thread, to the deferred response.
+void Deliver(http::HandlerResult result, const std::shared_ptr<http::Responder>& responder) {
+  if (auto* response = std::get_if<http::Response>(&result)) {
+    responder->Respond(std::move(*response));
+  } else if (auto* stream = std::get_if<http::SseResponse>(&result)) {
+    responder->RespondStream(std::move(*stream));
+  } else {
+    std::get<http::DeferredResponse>(result).start(responder);
+  }
+}
+
+}  // namespace
+
+http::HandlerResult ProtocolApi::OffIoThreadIfFetching(
+    recipe::Protocol protocol, const std::string& endpoint, const http::Request& request,
+    std::function<http::HandlerResult(const http::Request&)> run) {
+  if (fetch_pool_ == nullptr || !MayNameImageUrl(request.body)) return run(request);
+  auto copy = std::make_shared<const http::Request>(request);
+  return http::DeferredResponse{[this, protocol, endpoint, copy, run = std::move(run)](
+                                    std::shared_ptr<http::Responder> responder) {
+    const bool queued = fetch_pool_->TrySubmit([copy, run, responder] {
+      if (responder->cancelled()) return;  // the client left while it waited
+      Deliver(run(*copy), responder);
+    });
+    if (!queued) {
+      responder->Respond(Fail(protocol, endpoint,
+                              absl::UnavailableError("too many requests with image URLs are being "
+                                                     "fetched; retry shortly")));
+    }
+  }};
 }
 
 http::Response ProtocolApi::Fail(recipe::Protocol protocol, const std::string& endpoint,
@@ -174,6 +229,17 @@ absl::StatusOr<ProtocolApi::Prepared> ProtocolApi::Prepare(recipe::Protocol prot
 
 http::HandlerResult ProtocolApi::Handle(recipe::Protocol protocol, const http::Request& http_request,
                                         const Principal* principal) {
+  std::shared_ptr<const Principal> caller =
+      principal != nullptr ? std::make_shared<const Principal>(*principal) : nullptr;
+  return OffIoThreadIfFetching(protocol, EndpointPath(protocol), http_request,
+                               [this, protocol, caller](const http::Request& request) {
+                                 return HandleNow(protocol, request, caller.get());
+                               });
+}
+
+http::HandlerResult ProtocolApi::HandleNow(recipe::Protocol protocol,
+                                           const http::Request& http_request,
+                                           const Principal* principal) {
   const auto arrived = std::chrono::steady_clock::now();
   const std::string path = EndpointPath(protocol);
   absl::StatusOr<std::string> traffic_class = std::string();
@@ -270,6 +336,12 @@ http::HandlerResult ProtocolApi::Handle(recipe::Protocol protocol, const http::R
 }
 
 http::HandlerResult ProtocolApi::CountTokens(const http::Request& http_request) {
+  return OffIoThreadIfFetching(
+      recipe::Protocol::kMessages, "/v1/messages/count_tokens", http_request,
+      [this](const http::Request& request) { return CountTokensNow(request); });
+}
+
+http::HandlerResult ProtocolApi::CountTokensNow(const http::Request& http_request) {
   const std::string path = "/v1/messages/count_tokens";
   absl::StatusOr<ordered_json> body = ParseBody(http_request.body);
   if (!body.ok()) return Fail(recipe::Protocol::kMessages, path, body.status());

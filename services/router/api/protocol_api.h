@@ -9,6 +9,7 @@
 #include "admission/admission.h"
 #include "admission/tenant_limits.h"
 #include "api/auth.h"
+#include "api/blocking_pool.h"
 #include "api/chat_format.h"
 #include "dispatch/run_admitted.h"
 #include "api/generation_api.h"
@@ -39,6 +40,10 @@ class ProtocolApi {
     std::chrono::milliseconds request_timeout{600000};
     bool isolate_tenant_cache = false;  // each tenant's prompts salt their own KV chains
     std::vector<std::string> image_url_hosts;  // empty: image URLs are refused
+    // Requests that may name image URLs are prepared on this many threads of their own, never
+    // on an HTTP I/O thread (a fetch can wait its full time limit); up to 32 per thread wait
+    // for one, more are refused with 503.
+    int image_fetch_concurrency = 8;
   };
   struct Deps {
     TokenizerSetup tokenizer;
@@ -74,6 +79,14 @@ class ProtocolApi {
   absl::StatusOr<std::vector<std::int32_t>> Encode(const recipe::Conversation& conversation) const;
   http::Response Fail(recipe::Protocol protocol, const std::string& endpoint,
                       const absl::Status& status) const;
+  http::HandlerResult HandleNow(recipe::Protocol protocol, const http::Request& request,
+                                const Principal* principal);
+  http::HandlerResult CountTokensNow(const http::Request& request);
+  // `run(request)` itself when the body cannot name an image URL we would fetch; otherwise a
+  // deferred answer that runs it on fetch_pool_ (and 503 when that pool's queue is full).
+  http::HandlerResult OffIoThreadIfFetching(
+      recipe::Protocol protocol, const std::string& endpoint, const http::Request& request,
+      std::function<http::HandlerResult(const http::Request&)> run);
   std::string NewResponseId(recipe::Protocol protocol);
 
   const Options options_;
@@ -83,6 +96,8 @@ class ProtocolApi {
   recipe::ConversionOptions conversion_;
   absl::Mutex id_mu_;
   std::mt19937_64 id_rng_ ABSL_GUARDED_BY(id_mu_);
+  // Last: destroyed (its threads joined) before anything its tasks use.
+  std::unique_ptr<BlockingPool> fetch_pool_;  // null when image URLs are refused
 };
 
 }  // namespace tandem::router
