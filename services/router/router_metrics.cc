@@ -79,6 +79,16 @@ absl::StatusOr<RouterMetrics> RouterMetrics::Create(metrics::Registry* r) {
       Unlabelled(r->AddCounter("tandem_router_drain_refusals_total",
                                "Attempts a worker refused because it had begun draining before "
                                "the router heard; each was placed on another worker.")));
+  TANDEM_ASSIGN_OR_RETURN(
+      m.images_cache_covered,
+      Unlabelled(r->AddCounter("tandem_router_images_cache_covered_total",
+                               "Images not sent to an encoder: the prefill worker's prefix cache "
+                               "held their KV (per the router's index).")));
+  TANDEM_ASSIGN_OR_RETURN(
+      m.image_rows_retries,
+      Unlabelled(r->AddCounter("tandem_router_image_rows_retries_total",
+                               "Attempts sent again with every image encoded because the worker "
+                               "had to compute an image the router expected it to have cached.")));
   TANDEM_ASSIGN_OR_RETURN(m.active_streams,
                           Unlabelled(r->AddGauge("tandem_router_active_streams",
                                                  "Open server-sent-event responses.")));

@@ -27,6 +27,10 @@ struct RouterMetrics {
   metrics::Counter* migrated_tokens = nullptr;     // tokens they resumed after
   metrics::Counter* migration_failures = nullptr;  // lost past --max-migrations
   metrics::Counter* drain_refusals = nullptr;      // placed again: the worker had begun draining
+  // Images not sent to an encoder because the chosen worker's prefix cache covers them, and
+  // attempts sent again with every image encoded because a worker's cache did not.
+  metrics::Counter* images_cache_covered = nullptr;
+  metrics::Counter* image_rows_retries = nullptr;
   metrics::Gauge* active_streams = nullptr;   // open SSE responses
   metrics::Gauge* draining = nullptr;         // 1 from SIGTERM until exit
   metrics::Family<metrics::Gauge>* worker_load = nullptr;  // {worker, role}

@@ -62,6 +62,8 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
     std::int64_t deadline_unix_ms = 0;
     // A handed-off request's first token was counted by prefill, not by this engine.
     int first_token_credit = 0;
+    // The call's context, for the trailer that asks for image rows (rpc::kImageRowsNeededTrailer).
+    grpc::CallbackServerContext* context = nullptr;
   };
 
   // The stream owns itself until gRPC calls OnDone; the engine's sink keeps it alive after that

@@ -98,7 +98,10 @@ absl::StatusOr<std::vector<engine::InputImage>> ImageRowsFetcher::Resolve(
     }
     engine::InputImage in{static_cast<int>(image.position()), static_cast<int>(image.rows()),
                           image.token_id(), nullptr};
-    if (fetch_rows) {
+    // An image named by span alone is one the router expects this worker's prefix cache to
+    // cover: the engine asks for its rows (image_rows_missing) only if it must compute it.
+    const bool sent_rows = !image.encoder_endpoint().empty() || !image.lease_id().empty();
+    if (fetch_rows && sent_rows) {
       auto rows = FetchRows(image, deadline);
       if (!rows.ok()) return rows.status();
       in.data = std::move(*rows);

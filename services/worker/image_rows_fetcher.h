@@ -27,8 +27,9 @@ class ImageRowsFetcher {
   ImageRowsFetcher(int hidden_size, security::TlsConfig tls);
 
   // The images as the engine takes them; with `fetch_rows` false only the spans (a decode
-  // worker that received the prompt's KV). Checks order, bounds against `prompt_size` and the
-  // placeholders are left to the engine.
+  // worker that received the prompt's KV), and only spans for images that name no encoder (the
+  // router expects the prefix cache to cover them). Checks order, bounds against `prompt_size`
+  // and the placeholders are left to the engine.
   absl::StatusOr<std::vector<engine::InputImage>> Resolve(
       const google::protobuf::RepeatedPtrField<v1::PromptImage>& images, bool fetch_rows,
       std::chrono::system_clock::time_point deadline);

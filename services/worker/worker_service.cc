@@ -174,6 +174,7 @@ grpc::Status WorkerService::Prefill(grpc::ServerContext* context,
         last.finished = true;
         last.finish_reason = u.finish_reason;
         last.error = u.error;
+        last.image_rows_missing = u.image_rows_missing;
         last.cached_tokens = u.cached_tokens;
       }
     }
@@ -193,6 +194,11 @@ grpc::Status WorkerService::Prefill(grpc::ServerContext* context,
     release_held();
     cancelled_total_.fetch_add(1);
     return grpc::Status(grpc::StatusCode::CANCELLED, "prefill cancelled");
+  }
+  if (last.image_rows_missing) {
+    // The router skipped encoding an image it expected this cache to hold, and it does not.
+    context->AddTrailingMetadata(rpc::kImageRowsNeededTrailer, "1");
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, last.error);
   }
   if (last.finish_reason == engine::FinishReason::kError || last.new_tokens.empty()) {
     release_held();
@@ -234,7 +240,8 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* WorkerService::Generate(
       loop_, &outbox_,
       GenerateStream::Options{.request_id = request->request_id(),
                               .deadline_unix_ms = deadline_unix_ms,
-                              .first_token_credit = first_token_credit},
+                              .first_token_credit = first_token_credit,
+                              .context = context},
       GenerateStream::Counters{.rpcs_in_flight = &rpcs_in_flight_,
                                .active_streams = &active_streams_,
                                .cancelled_total = &cancelled_total_});

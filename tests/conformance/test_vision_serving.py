@@ -92,6 +92,9 @@ def start_vision_cluster(tmp, encoders=1):
                                     "--model", str(model), "--served-model-name", SERVED,
                                     "--chat-format", "deepseek-v4.1",
                                     "--kv-block-size", str(BLOCK),
+                                    # Only so that URL requests take the fetch threads' path:
+                                    # localhost resolves to loopback, which is never fetched.
+                                    "--image-url-allowlist", "localhost",
                                     "--http-listen", "127.0.0.1:0",
                                     "--control-listen", "127.0.0.1:0",
                                     "--port-file", f"{tmp}/router.port"])
@@ -181,6 +184,21 @@ def test_images_through_the_cluster_with_the_openai_sdk(vision_cluster):
     assert cached == (want - 1) // BLOCK * BLOCK, (cached, want)
     assert cached > placeholder, "the cache hit stops before the image"
 
+    # Once the router's index has the prefill's blocks (KV events, asynchronous), the image is not
+    # even sent to the encoder: the prefill's cache covers it.
+    covered = lambda: metric(vision_cluster.url, "tandem_router_images_cache_covered_total")
+    deadline = time.time() + 10
+    while True:
+        sent_before, covered_before = images_seen(), covered()
+        repeat = client.chat.completions.create(**body)
+        if covered() > covered_before:
+            assert images_seen() == sent_before, "a covered image still went to the encoder"
+            assert repeat.choices[0].message.content == again.choices[0].message.content
+            assert repeat.usage.prompt_tokens_details.cached_tokens == cached
+            break
+        assert time.time() < deadline, "the router never skipped encoding a cached image"
+        time.sleep(0.2)
+
     # Another image with the same text: no hit past the text before the image.
     other = client.chat.completions.create(**chat_body(text, other_image))
     assert runs() == before + 2
@@ -217,6 +235,25 @@ def test_an_unreadable_image_is_refused_with_recipes_message(vision_cluster):
     assert "unsupported image" in str(refused.value)
 
 
+def test_an_image_url_is_fetched_off_the_http_threads_under_the_url_policy(vision_cluster):
+    """With an allow-list the request is prepared on a fetch thread (a deferred answer); an allowed
+    host that resolves to loopback is refused at connect time, and the error still arrives in the
+    protocol's envelope, while a host off the list is refused without a connection."""
+    import openai
+    client = openai.OpenAI(base_url=vision_cluster.url + "/v1", api_key="unused", max_retries=0)
+    for url, words in (("http://localhost:9/cat.png", "loopback"),
+                       ("https://images.example.com/cat.png", "allow")):
+        body = {"model": SERVED, "max_tokens": 4, "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "what is this?"},
+            {"type": "image_url", "image_url": {"url": url}}]}]}
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.chat.completions.create(**body)
+        assert words in str(refused.value).lower(), str(refused.value)
+    # Text that merely mentions a URL also goes through the fetch threads and is served.
+    served = client.chat.completions.create(**chat_body("see https://example.com", None))
+    assert served.usage.prompt_tokens > 0
+
+
 def test_an_encoder_killed_mid_service_costs_no_request_and_leaks_nothing():
     """kill -9 of one of two encoders: every request still completes (the router tries the other
     encoder), none hangs, and the survivor's leases go back to zero."""
@@ -230,8 +267,8 @@ def test_an_encoder_killed_mid_service_costs_no_request_and_leaks_nothing():
             c.procs["encoder0"].kill()  # SIGKILL: no drain, no deregistration
             c.procs["encoder0"].wait()
             started = time.time()
-            # Two images a request: they go to both encoders at once, so the dead one is tried
-            # until its registration lapses.
+            # Twelve different images: each has its own encoder order (rendezvous hashing), so
+            # about half try the dead one first until its registration lapses.
             for i in range(6):
                 done = client.chat.completions.create(
                     **chat_body(f"image {i}", png(32, 40, 20 + i), png(40, 32, 40 + i)))

@@ -94,8 +94,7 @@ Engine::~Engine() {
 absl::Status Engine::ValidateRequest(const std::string& request_id,
                                      std::span<const std::int32_t> prompt,
                                      const SamplingParams& params, int resumed_tokens,
-                                     std::span<const InputImage> images,
-                                     bool image_rows_required) const {
+                                     std::span<const InputImage> images) const {
   const model::ModelConfig& mc = model_->config();
   if (request_id.empty()) return absl::InvalidArgumentError("request id is empty");
   if (sequences_.contains(request_id) || held_kv_.contains(request_id)) {
@@ -118,11 +117,10 @@ absl::Status Engine::ValidateRequest(const std::string& request_id,
       return absl::InvalidArgumentError(absl::StrCat("request ", request_id, ": image token id ",
                                                      image.token_id, " is out of range"));
     }
-    if ((image.data == nullptr && image_rows_required) ||
-        (image.data != nullptr && image.data->size() != expected)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "request ", request_id, ": image at ", image.position, " has ",
-          image.data == nullptr ? 0 : image.data->size(), " floats, the model needs ", expected));
+    if (image.data != nullptr && image.data->size() != expected) {
+      return absl::InvalidArgumentError(absl::StrCat("request ", request_id, ": image at ",
+                                                     image.position, " has ", image.data->size(),
+                                                     " floats, the model needs ", expected));
     }
     covered_until = image.position + image.rows;
   }
@@ -256,8 +254,7 @@ absl::Status Engine::AddPrefilledRequest(const std::string& request_id,
                                          std::span<const std::int32_t> blocks,
                                          kv::TrafficClass traffic_class, int resumed_tokens,
                                          std::vector<InputImage> images) {
-  TANDEM_RETURN_IF_ERROR(ValidateRequest(request_id, prompt, params, resumed_tokens, images,
-                                         /*image_rows_required=*/false));
+  TANDEM_RETURN_IF_ERROR(ValidateRequest(request_id, prompt, params, resumed_tokens, images));
   if (absl::Status cls = kv::ValidateTrafficClass(traffic_class); !cls.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("request ", request_id, ": ", cls.message()));
   }
@@ -378,7 +375,8 @@ absl::StatusOr<std::vector<StepOutput>> Engine::Step() {
   ++num_steps_;
 
   // Image rows of each chunk; a sequence whose rows are not here (its KV came from a prefill
-  // worker and was then preempted and evicted) cannot be recomputed and ends.
+  // worker and was then preempted and evicted, or the prefix cache no longer holds an image the
+  // router skipped encoding) cannot be computed here and ends, flagged for the sender.
   std::vector<ScheduledChunk> batch;
   std::vector<std::vector<model::InputEmbeddings>> image_spans;
   for (const ScheduledChunk& c : scheduled) {
@@ -386,6 +384,7 @@ absl::StatusOr<std::vector<StepOutput>> Engine::Step() {
     if (absl::Status st = ImageSpans(*c.seq, c.seq->num_computed, c.num_tokens, &spans);
         !st.ok()) {
       Finish(c.seq, FinishReason::kError, std::string(st.message()), &outputs);
+      outputs.back().image_rows_missing = true;
       continue;
     }
     batch.push_back(c);
@@ -458,8 +457,8 @@ absl::Status Engine::ImageSpans(const Sequence& seq, int start, int count,
     if (from >= to) continue;
     if (image.data == nullptr) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "request ", seq.id, ": the prompt's KV was lost (preempted and evicted) and the rows of "
-          "its image at position ", image.position, " are not on this worker"));
+          "request ", seq.id, ": positions [", from, ", ", to, ") of its image at ", image.position,
+          " must be computed and its rows were not sent (its KV is not cached here)"));
     }
     out->push_back({from - start, to - from,
                     image.data->data() + static_cast<std::size_t>(from - image.position) * hidden,

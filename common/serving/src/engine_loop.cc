@@ -156,6 +156,7 @@ void EngineLoop::Dispatch(const std::vector<engine::StepOutput>& outputs) {
     update.finished = out.finished;
     update.finish_reason = out.finish_reason;
     update.error = out.error;
+    update.image_rows_missing = out.image_rows_missing;
     update.prompt_tokens = out.prompt_tokens;
     update.cached_tokens = out.cached_tokens;
     update.completion_tokens = active.completion_tokens;

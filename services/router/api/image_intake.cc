@@ -125,6 +125,7 @@ absl::Status ExpandImagePlaceholders(std::int32_t image_token_id, std::vector<st
     image.position = static_cast<std::uint32_t>(expanded.size());
     image.token_id = image_token_id;
     const std::uint64_t key = ImageKey(*image.bytes, image.detail);
+    image.content_key = key;
     for (std::uint32_t r = 0; r < image.rows; ++r) {
       std::uint8_t mix[12];
       for (int b = 0; b < 8; ++b) mix[b] = static_cast<std::uint8_t>(key >> (8 * b));

@@ -9,6 +9,7 @@ namespace tandem::router {
 namespace {
 
 constexpr char kDrainRefusalPayload[] = "tandem.dev/worker-draining";
+constexpr char kImageRowsNeededPayload[] = "tandem.dev/image-rows-needed";
 
 using SystemClock = std::chrono::system_clock;
 
@@ -72,11 +73,12 @@ async::Task<absl::StatusOr<GenerationOutcome>> Dispatcher::Run(const GenerationR
     plan.decode->Watch(canceller);
     involved = {&plan.prefill->worker(), &plan.decode->worker()};
     outcome = co_await RunDisaggregated(request, plan.prefill->worker(), plan.decode->worker(),
-                                        canceller, &state);
+                                        plan.predicted_cached_tokens, canceller, &state);
   } else {
     plan.combined->Watch(canceller);
     involved = {&plan.combined->worker()};
-    outcome = co_await RunCombined(request, plan.combined->worker(), canceller, &state);
+    outcome = co_await RunCombined(request, plan.combined->worker(), plan.predicted_cached_tokens,
+                                   canceller, &state);
   }
   if (canceller->cancelled()) {
     // The client left or a worker went down mid-request: free whatever the others still hold.
@@ -87,13 +89,13 @@ async::Task<absl::StatusOr<GenerationOutcome>> Dispatcher::Run(const GenerationR
 }
 
 async::Task<absl::StatusOr<GenerationOutcome>> Dispatcher::RunCombined(
-    const GenerationRequest& request, const WorkerEntry& worker, CallCanceller* canceller,
-    StreamState* state) {
+    const GenerationRequest& request, const WorkerEntry& worker, std::int64_t cached_tokens,
+    CallCanceller* canceller, StreamState* state) {
   v1::GenerateRequest call;
   FillCommon(request, &call);
   if (!request.images.empty()) {
     absl::StatusOr<std::vector<v1::PromptImage>> images =
-        co_await EncodeImages(request, worker.info().model(), canceller);
+        co_await EncodeImages(request, worker.info().model(), cached_tokens, canceller);
     if (!images.ok()) co_return images.status();
     for (v1::PromptImage& image : *images) *call.add_images() = std::move(image);
   }
@@ -104,7 +106,7 @@ async::Task<absl::StatusOr<GenerationOutcome>> Dispatcher::RunCombined(
 
 async::Task<absl::StatusOr<GenerationOutcome>> Dispatcher::RunDisaggregated(
     const GenerationRequest& request, const WorkerEntry& prefill, const WorkerEntry& decode,
-    CallCanceller* canceller, StreamState* state) {
+    std::int64_t cached_tokens, CallCanceller* canceller, StreamState* state) {
   async::Executor* executor = options_.executor;
   // Held prefills wait before anything is reserved on decode.
   if (state->prefill_lease != nullptr) {
@@ -115,7 +117,7 @@ async::Task<absl::StatusOr<GenerationOutcome>> Dispatcher::RunDisaggregated(
   std::vector<v1::PromptImage> images;
   if (!request.images.empty()) {
     absl::StatusOr<std::vector<v1::PromptImage>> encoded =
-        co_await EncodeImages(request, prefill.info().model(), canceller);
+        co_await EncodeImages(request, prefill.info().model(), cached_tokens, canceller);
     if (!encoded.ok()) co_return encoded.status();
     images = std::move(*encoded);
   }
@@ -248,14 +250,29 @@ async::Task<absl::StatusOr<GenerationOutcome>> Dispatcher::StreamGenerate(
   co_return outcome;
 }
 
-absl::Status DrainRefusal(std::string message) {
-  absl::Status status = absl::UnavailableError(std::move(message));
-  status.SetPayload(kDrainRefusalPayload, absl::Cord("1"));
+namespace {
+
+absl::Status Marked(absl::Status status, const char* payload) {
+  status.SetPayload(payload, absl::Cord("1"));
   return status;
+}
+
+}  // namespace
+
+absl::Status DrainRefusal(std::string message) {
+  return Marked(absl::UnavailableError(std::move(message)), kDrainRefusalPayload);
 }
 
 bool IsDrainRefusal(const absl::Status& status) {
   return status.GetPayload(kDrainRefusalPayload).has_value();
+}
+
+absl::Status ImageRowsNeeded(std::string message) {
+  return Marked(absl::FailedPreconditionError(std::move(message)), kImageRowsNeededPayload);
+}
+
+bool IsImageRowsNeeded(const absl::Status& status) {
+  return status.GetPayload(kImageRowsNeededPayload).has_value();
 }
 
 absl::Status Dispatcher::CallFailed(const WorkerEntry& worker, const char* call,
@@ -266,6 +283,10 @@ absl::Status Dispatcher::CallFailed(const WorkerEntry& worker, const char* call,
   if (ctx.GetServerTrailingMetadata().count(rpc::kDrainingTrailer) > 0) {
     registry_->MarkDraining(worker);
     return DrainRefusal(absl::StrCat(where, status.error_message()));
+  }
+  if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION &&
+      ctx.GetServerTrailingMetadata().count(rpc::kImageRowsNeededTrailer) > 0) {
+    return ImageRowsNeeded(absl::StrCat(where, status.error_message()));
   }
   switch (status.error_code()) {
     case grpc::StatusCode::UNAVAILABLE:

@@ -27,6 +27,10 @@ struct RequestImage {
   std::uint32_t position = 0;
   std::uint32_t rows = 0;
   std::int32_t token_id = 0;  // the image placeholder token
+  // From the SHA-256 of the bytes and detail (what its placeholder ids derive from): the same
+  // image goes to the same encoder first, whichever router replica sends it, so its rows are
+  // computed once per cluster rather than once per encoder.
+  std::uint64_t content_key = 0;
   std::string path;           // where the request put it, for errors ("messages[0]")
   std::size_t index = 0;      // its place among the request's images, for errors
 };
@@ -41,6 +45,9 @@ struct GenerationRequest {
   // v1::GenerateRequest.resumed_tokens).
   std::uint32_t resumed_tokens = 0;
   std::vector<RequestImage> images;  // in position order; none for a text-only prompt
+  // Images the chosen worker's prefix cache is expected to cover are not encoded unless this is
+  // set: an attempt after a worker answered rows-needed (IsImageRowsNeeded).
+  bool encode_every_image = false;
 };
 
 struct GenerationOutcome {
@@ -70,6 +77,11 @@ class TokenSink {
 // attempt produced nothing, and the request goes to another worker without counting a migration.
 absl::Status DrainRefusal(std::string message);
 bool IsDrainRefusal(const absl::Status& status);
+// A worker had to compute an image whose rows were not sent (its prefix cache did not hold the
+// KV the router expected): the request goes again with encode_every_image, after the tokens the
+// client already has.
+absl::Status ImageRowsNeeded(std::string message);
+bool IsImageRowsNeeded(const absl::Status& status);
 
 // Runs one generation on the workers of a plan with asynchronous gRPC calls (no thread waits):
 //   combined:       Generate (server stream)
@@ -100,16 +112,20 @@ class Dispatcher {
   struct StreamState;
   // Sends each image to an encoder (all at once, spread over the healthy encoders of `model`,
   // another encoder tried when one fails or is busy) and returns where each one's rows wait.
-  // An image the encoder cannot read fails the request with recipe's message for it.
+  // An image wholly inside the first `cached_tokens` prompt tokens (the worker's prefix cache,
+  // per the router's index) is not encoded unless request.encode_every_image: its entry names
+  // the span only. An image the encoder cannot read fails the request with recipe's message.
   async::Task<absl::StatusOr<std::vector<v1::PromptImage>>> EncodeImages(
-      const GenerationRequest& request, const std::string& model, CallCanceller* canceller);
+      const GenerationRequest& request, const std::string& model, std::int64_t cached_tokens,
+      CallCanceller* canceller);
   async::Task<absl::StatusOr<GenerationOutcome>> RunCombined(const GenerationRequest& request,
                                                              const WorkerEntry& worker,
+                                                             std::int64_t cached_tokens,
                                                              CallCanceller* canceller,
                                                              StreamState* state);
   async::Task<absl::StatusOr<GenerationOutcome>> RunDisaggregated(
       const GenerationRequest& request, const WorkerEntry& prefill, const WorkerEntry& decode,
-      CallCanceller* canceller, StreamState* state);
+      std::int64_t cached_tokens, CallCanceller* canceller, StreamState* state);
   async::Task<absl::StatusOr<GenerationOutcome>> StreamGenerate(const WorkerEntry& worker,
                                                                 const v1::GenerateRequest& call,
                                                                 const GenerationRequest& request,

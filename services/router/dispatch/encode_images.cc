@@ -1,10 +1,14 @@
 // The encoder step of a generation with images (Dispatcher::EncodeImages).
 #include <algorithm>
 #include <memory>
+#include <span>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "async/event.h"
 #include "dispatch/dispatcher.h"
+#include "tandem/base/hash.h"
 #include "tandem/image/errors.h"
 #include "tandem/rpc/conversions.h"
 #include "tandem/v1/encoder.grpc.pb.h"
@@ -24,6 +28,31 @@ struct EncodeCall {
   std::unique_ptr<CallCanceller::Scope> scope;  // the client leaving cancels the call
 };
 
+// Encoders in the order an image tries them: highest random weight (rendezvous) hashing of the
+// image's content key with each encoder's id. Every router orders them alike, an image keeps its
+// encoder (and that encoder's cached rows) while the pool is unchanged, a retry goes to the
+// image's next encoder, and a change of pool moves only the images of the encoders that came or
+// went.
+std::vector<const WorkerView*> EncoderOrder(std::uint64_t content_key,
+                                            const std::vector<WorkerView>& encoders) {
+  std::vector<std::pair<std::uint64_t, const WorkerView*>> scored;
+  scored.reserve(encoders.size());
+  for (const WorkerView& encoder : encoders) {
+    const std::string& id = encoder.entry->id();
+    const std::uint64_t weight = StableHash64(
+        std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(id.data()), id.size()),
+        content_key);
+    scored.emplace_back(weight, &encoder);
+  }
+  std::sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second->entry->id() < b.second->entry->id();
+  });
+  std::vector<const WorkerView*> order;
+  order.reserve(scored.size());
+  for (const auto& [weight, encoder] : scored) order.push_back(encoder);
+  return order;
+}
+
 // Worth another encoder: it is gone, busy or out of cache. Anything else (the image itself is
 // bad, the deadline passed) is the request's answer.
 bool TryAnotherEncoder(grpc::StatusCode code) {
@@ -35,21 +64,40 @@ bool TryAnotherEncoder(grpc::StatusCode code) {
 }  // namespace
 
 async::Task<absl::StatusOr<std::vector<v1::PromptImage>>> Dispatcher::EncodeImages(
-    const GenerationRequest& request, const std::string& model, CallCanceller* canceller) {
-  std::vector<v1::PromptImage> out(request.images.size());
-  if (request.images.empty()) co_return out;
+    const GenerationRequest& request, const std::string& model, std::int64_t cached_tokens,
+    CallCanceller* canceller) {
+  const std::size_t n = request.images.size();
+  std::vector<v1::PromptImage> out(n);
+  std::vector<bool> done(n, false);
+  std::size_t remaining = n;
+  for (std::size_t i = 0; i < n; ++i) {
+    const RequestImage& image = request.images[i];
+    const std::int64_t end = static_cast<std::int64_t>(image.position) + image.rows;
+    // The last prompt token is always computed, so an image reaching it is never covered.
+    if (request.encode_every_image || end > cached_tokens ||
+        end >= static_cast<std::int64_t>(request.prompt_ids.size())) {
+      continue;
+    }
+    v1::PromptImage& p = out[i];
+    p.set_position(image.position);
+    p.set_rows(image.rows);
+    p.set_token_id(image.token_id);
+    done[i] = true;
+    --remaining;
+    if (options_.metrics != nullptr) options_.metrics->images_cache_covered->Increment();
+  }
+  if (remaining == 0) co_return out;
   std::vector<WorkerView> encoders = registry_->Healthy(model, v1::WORKER_ROLE_ENCODER);
   if (encoders.empty()) {
     co_return absl::UnavailableError(
         absl::StrCat("no healthy vision encoder serves ", model, ": images cannot be read now"));
   }
-  std::sort(encoders.begin(), encoders.end(),
-            [](const WorkerView& a, const WorkerView& b) { return a.load < b.load; });
-  const std::size_t n = request.images.size();
+  std::vector<std::vector<const WorkerView*>> order(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!done[i]) order[i] = EncoderOrder(request.images[i].content_key, encoders);
+  }
   std::vector<std::size_t> attempts(n, 0);
-  std::vector<bool> done(n, false);
   std::vector<std::string> last_error(n);
-  std::size_t remaining = n;
   while (remaining > 0) {
     // Every image not yet encoded goes out at once.
     // Checked before any call of the round starts: a call in flight must be awaited.
@@ -66,9 +114,9 @@ async::Task<absl::StatusOr<std::vector<v1::PromptImage>>> Dispatcher::EncodeImag
       ++attempts[i];
       const RequestImage& image = request.images[i];
       auto call = std::make_unique<EncodeCall>();
-      // Image i's k-th attempt goes to encoder i + k: the images spread over the encoders, and
-      // a retry never returns to an encoder this image already tried.
-      call->encoder = encoders[(i + attempts[i] - 1) % encoders.size()].entry;
+      // Image i's k-th attempt goes to its k-th encoder: a retry never returns to an encoder
+      // this image already tried.
+      call->encoder = order[i][attempts[i] - 1]->entry;
       call->stub = v1::Encoder::NewStub(call->encoder->channel());
       call->ctx.set_deadline(request.deadline);
       *call->request.mutable_version() = rpc::CurrentVersion();

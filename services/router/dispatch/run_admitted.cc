@@ -113,7 +113,19 @@ async::Task<absl::StatusOr<GenerationOutcome>> RunAdmitted(const RunDeps& deps,
       if (++drain_refusals > kMaxDrainRefusals) co_return outcome;
       continue;
     }
-    if (!WorkerLost(outcome.status())) co_return outcome;
+    const bool rows_needed = IsImageRowsNeeded(outcome.status()) && !attempt.encode_every_image;
+    if (rows_needed) Count(m != nullptr ? m->image_rows_retries : nullptr);
+    if (rows_needed && !delivered_now) {
+      // The worker's cache did not hold an image the router skipped encoding; nothing was
+      // produced: the same request again, every image encoded this time, under a new id so that
+      // the Cancel still on its way to the failed attempt's workers cannot reach it.
+      attempt.encode_every_image = true;
+      attempt.request_id = absl::StrCat(attempt.request_id, "~i");
+      continue;
+    }
+    // Past tokens already delivered (a decode that lost an image's KV to preemption has no rows
+    // to recompute it with), the request migrates as for a lost worker, with every image encoded.
+    if (!WorkerLost(outcome.status()) && !rows_needed) co_return outcome;
     if (migrations >= deps.max_migrations) {
       Count(m != nullptr ? m->migration_failures : nullptr);
       co_return absl::UnavailableError(absl::StrCat(
@@ -139,6 +151,7 @@ async::Task<absl::StatusOr<GenerationOutcome>> RunAdmitted(const RunDeps& deps,
     attempt.prompt_ids.insert(attempt.prompt_ids.end(), watch.delivered().begin(),
                               watch.delivered().end());
     attempt.resumed_tokens = static_cast<std::uint32_t>(resumed);
+    attempt.encode_every_image = rows_needed;
   }
 }
 

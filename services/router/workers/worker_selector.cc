@@ -130,6 +130,7 @@ absl::StatusOr<WorkerPlan> PolicySelector::SelectRooted(const std::string& model
   if (!choice.ok()) return choice.status();
 
   WorkerPlan plan;
+  plan.predicted_cached_tokens = choice->predicted_cached_tokens;
   PrefixRouter* router = router_;
   std::unique_ptr<WorkerLease> first = registry_->Acquire(choice->prefill);
   first->SetPrefillHook([router, ticket = choice->prefill_ticket](const v1::PrefillResponse* r) {

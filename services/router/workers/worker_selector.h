@@ -16,6 +16,9 @@ struct WorkerPlan {
   std::unique_ptr<WorkerLease> combined;
   std::unique_ptr<WorkerLease> prefill;
   std::unique_ptr<WorkerLease> decode;
+  // Prompt tokens the prefill (or combined) worker is expected to hold in its prefix cache, per
+  // the router's index; 0 without one. Images wholly inside them need no encoder.
+  std::int64_t predicted_cached_tokens = 0;
 
   bool disaggregated() const { return combined == nullptr; }
 };

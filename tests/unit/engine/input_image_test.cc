@@ -23,6 +23,7 @@ struct Outcome {
   int cached_tokens = 0;
   FinishReason reason = FinishReason::kNone;
   std::string error;
+  bool image_rows_missing = false;
 };
 
 class InputImageTest : public ::testing::Test {
@@ -86,6 +87,7 @@ class InputImageTest : public ::testing::Test {
         if (o.finished) {
           out.reason = o.finish_reason;
           out.error = o.error;
+          out.image_rows_missing = o.image_rows_missing;
         }
       }
     }
@@ -142,18 +144,51 @@ TEST_F(InputImageTest, MalformedImagesAreRefusedAndLeaveNoState) {
   std::vector<std::int32_t> stray = prompt;
   stray[2] = -5;
   EXPECT_FALSE(Run(*engine_, "stray", stray, {Image(6, 5, 42)}).error.empty());
-  // Rows of the wrong size, overlapping images, an image past the prompt, no rows at all.
+  // Rows of the wrong size, overlapping images, an image past the prompt.
   InputImage short_rows = Image(6, 5, 42);
   short_rows.data = std::make_shared<std::vector<float>>(7, 0.0f);
   EXPECT_FALSE(Run(*engine_, "short", prompt, {short_rows}).error.empty());
   EXPECT_FALSE(Run(*engine_, "overlap", prompt, {Image(6, 3, 42), Image(8, 3, 42)}).error.empty());
   EXPECT_FALSE(Run(*engine_, "past", prompt, {Image(14, 5, 42)}).error.empty());
-  InputImage no_rows = Image(6, 5, 42);
-  no_rows.data = nullptr;
-  EXPECT_FALSE(Run(*engine_, "no-rows", prompt, {no_rows}).error.empty());
+  for (const Outcome& refused :
+       {Run(*engine_, "short", prompt, {short_rows}),
+        Run(*engine_, "past", prompt, {Image(14, 5, 42)})}) {
+    EXPECT_FALSE(refused.image_rows_missing) << "a malformed request is not a missing-rows one";
+  }
   EXPECT_FALSE(engine_->HasPendingWork());
   // The same id is free again.
   EXPECT_TRUE(Run(*engine_, "stray", prompt, {Image(6, 5, 42)}).error.empty());
+}
+
+// The router sends an image without rows when it expects the prefix cache to hold its KV: the
+// engine uses the cache where it does, and where it must compute the image it ends the request
+// flagged image_rows_missing (the router then sends the rows), leaving no state.
+TEST_F(InputImageTest, AnImageWithoutRowsRunsFromTheCacheAndOtherwiseAsksForItsRows) {
+  std::vector<std::int32_t> prompt = Prompt();
+  Placeholders(&prompt, 6, 5, 1);
+  InputImage span_only = Image(6, 5, 42);
+  span_only.data = nullptr;
+
+  const Outcome cold = Run(*engine_, "cold", prompt, {span_only});
+  EXPECT_EQ(cold.reason, FinishReason::kError);
+  EXPECT_TRUE(cold.image_rows_missing);
+  EXPECT_TRUE(cold.tokens.empty());
+  EXPECT_FALSE(engine_->HasPendingWork());
+
+  const Outcome with_rows = Run(*engine_, "rows", prompt, {Image(6, 5, 42)});
+  ASSERT_TRUE(with_rows.error.empty()) << with_rows.error;
+  const Outcome cached = Run(*engine_, "cached", prompt, {span_only});
+  ASSERT_TRUE(cached.error.empty()) << cached.error;
+  EXPECT_FALSE(cached.image_rows_missing);
+  EXPECT_GE(cached.cached_tokens, 6 + 5) << "the image's positions came from the cache";
+  EXPECT_EQ(cached.tokens, with_rows.tokens);
+
+  // Another image at the same place is not in the cache: its rows are asked for.
+  std::vector<std::int32_t> other = Prompt();
+  Placeholders(&other, 6, 5, 2);
+  const Outcome missing = Run(*engine_, "other", other, {span_only});
+  EXPECT_TRUE(missing.image_rows_missing);
+  EXPECT_FALSE(engine_->HasPendingWork());
 }
 
 }  // namespace

@@ -74,7 +74,27 @@ struct WorkerScript {
   // draining does before its heartbeat reaches the router: UNAVAILABLE with kDrainingTrailer.
   bool refuse_as_draining = false;
   std::uint32_t max_batch_tokens = 0;  // announced step budget (0: unknown)
+  // The first N Prefill / Generate calls that carry an image without rows (no encoder named)
+  // answer FAILED_PRECONDITION with kImageRowsNeededTrailer, as a worker must when its cache
+  // does not hold that image's KV; such a Generate first streams rows_needed_after tokens (a
+  // decode that lost the image's KV mid-stream).
+  int rows_needed_prefills = 0;
+  int rows_needed_generates = 0;
+  int rows_needed_after = 0;
 };
+
+// Whether a call names an image whose rows it does not bring.
+template <typename Call>
+bool HasImageWithoutRows(const Call& call) {
+  return std::any_of(call.images().begin(), call.images().end(),
+                     [](const v1::PromptImage& image) { return image.lease_id().empty(); });
+}
+
+inline grpc::Status AskForImageRows(grpc::ServerContext* context) {
+  context->AddTrailingMetadata(rpc::kImageRowsNeededTrailer, "1");
+  return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                      "an image's rows are needed (scripted)");
+}
 
 class FakeWorker final : public v1::Worker::Service {
  public:
@@ -194,6 +214,9 @@ class FakeWorker final : public v1::Worker::Service {
       --concurrent_prefills_;
     }
     if (script_.prefill_status != grpc::StatusCode::OK) return grpc::Status(script_.prefill_status, "prefill scripted");
+    if (HasImageWithoutRows(*request) && TakeOne(&rows_needed_prefills_, script_.rows_needed_prefills)) {
+      return AskForImageRows(context);
+    }
     response->set_first_token_id(script_.first_token);
     response->set_cached_prompt_tokens(script_.cached_prompt_tokens);
     response->set_handoff_id(request->kv_target().handoff_id());
@@ -228,6 +251,8 @@ class FakeWorker final : public v1::Worker::Service {
                             "the KV handoff did not arrive within its lease (scripted)");
       }
     }
+    const bool ask_for_rows =
+        HasImageWithoutRows(*request) && TakeOne(&rows_needed_generates_, script_.rows_needed_generates);
     const bool has_first = request->first_token_id() >= 0;
     const auto& stops = request->sampling().stop_token_ids();
     const auto is_stop = [&](std::int32_t t) { return std::find(stops.begin(), stops.end(), t) != stops.end(); };
@@ -238,6 +263,9 @@ class FakeWorker final : public v1::Worker::Service {
     if (has_first && is_stop(request->first_token_id())) finish = v1::FINISH_REASON_STOP;
     size_t sent = 0;
     while (!done && sent < script_.tokens.size()) {
+      if (ask_for_rows && static_cast<int>(sent) == script_.rows_needed_after) {
+        return AskForImageRows(context);
+      }
       if (script_.hang_after >= 0 && static_cast<int>(sent) == script_.hang_after) {
         while (!context->IsCancelled() && !Killed()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
         return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled while hanging");
@@ -287,6 +315,13 @@ class FakeWorker final : public v1::Worker::Service {
     absl::MutexLock lock(&mu_);
     return killed_;
   }
+  // True for the first `limit` calls that reach it.
+  bool TakeOne(int* taken, int limit) {
+    absl::MutexLock lock(&mu_);
+    if (*taken >= limit) return false;
+    ++*taken;
+    return true;
+  }
 
   const std::string id_;
   const v1::WorkerRole role_;
@@ -300,6 +335,8 @@ class FakeWorker final : public v1::Worker::Service {
   int concurrent_prefills_ ABSL_GUARDED_BY(mu_) = 0;
   int generates_refused_ ABSL_GUARDED_BY(mu_) = 0;
   int generates_expired_ ABSL_GUARDED_BY(mu_) = 0;
+  int rows_needed_prefills_ ABSL_GUARDED_BY(mu_) = 0;
+  int rows_needed_generates_ ABSL_GUARDED_BY(mu_) = 0;
   int max_concurrent_prefills_ ABSL_GUARDED_BY(mu_) = 0;
   v1::GenerateRequest last_generate_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> cancelled_generates_ ABSL_GUARDED_BY(mu_);

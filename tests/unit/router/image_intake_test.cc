@@ -57,6 +57,8 @@ TEST(ImageIntakeTest, ImagesAreMeasuredAndTheirPlaceholdersTellThemApart) {
     return std::vector<std::int32_t>(prompt.begin() + image.position,
                                      prompt.begin() + image.position + image.rows);
   };
+  EXPECT_EQ((*images)[0].content_key, (*images)[2].content_key) << "the same image, the same key";
+  EXPECT_NE((*images)[0].content_key, (*images)[1].content_key);
   EXPECT_EQ((*images)[0].position, 1u);
   EXPECT_EQ(prompt[(*images)[0].position + rows], 6);
   for (const RequestImage& image : *images) {

@@ -28,7 +28,10 @@ struct InputImage {
   int position = 0;
   int rows = 0;
   std::int32_t token_id = 0;
-  // Null on a decode worker that received the prompt's KV: the rows stay with the prefill.
+  // Null when the sender expects the KV of these positions to be here already: a decode worker
+  // that received the prompt's KV, or a worker whose prefix cache the router believes covers the
+  // image (it then skips the encoder). A chunk that needs absent rows ends the request with
+  // StepOutput.image_rows_missing, so the sender can supply them and retry.
   std::shared_ptr<const std::vector<float>> data;
 };
 
@@ -93,6 +96,9 @@ struct StepOutput {
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
   std::string error;  // set when finish_reason == kError
+  // The error is that a chunk needed image rows the request did not carry (InputImage.data):
+  // nothing is wrong with the request itself, it needs them sent.
+  bool image_rows_missing = false;
   int prompt_tokens = 0;
   // Prompt tokens whose KV came from the prefix cache on first admission.
   int cached_tokens = 0;
@@ -245,8 +251,7 @@ class Engine {
   std::unique_ptr<BlockManager> blocks_;
   absl::Status ValidateRequest(const std::string& request_id, std::span<const std::int32_t> prompt,
                                const SamplingParams& params, int resumed_tokens = 0,
-                               std::span<const InputImage> images = {},
-                               bool image_rows_required = true) const;
+                               std::span<const InputImage> images = {}) const;
   // The model's input rows for tokens [start, start + count) of `seq`: appended to `out`;
   // FailedPrecondition when an image there has no rows on this worker.
   absl::Status ImageSpans(const Sequence& seq, int start, int count,

@@ -16,6 +16,10 @@ inline constexpr std::uint32_t kApiMinor = 0;
 // places the request on another worker and stops choosing this one (without waiting for the
 // worker's draining heartbeat), instead of treating the worker as lost.
 inline constexpr char kDrainingTrailer[] = "tandem-worker-draining";
+// On a FAILED_PRECONDITION from Prefill or Generate: the prompt has images whose rows were not
+// sent (the router expected the worker's prefix cache to cover them) and the worker has to
+// compute them; sending the request again with every image encoded succeeds.
+inline constexpr char kImageRowsNeededTrailer[] = "tandem-image-rows-needed";
 
 v1::ApiVersion CurrentVersion();
 // FailedPrecondition when the peer speaks another major version; newer minors are accepted

@@ -22,6 +22,7 @@ struct RequestUpdate {
   bool finished = false;
   engine::FinishReason finish_reason = engine::FinishReason::kNone;
   std::string error;
+  bool image_rows_missing = false;  // see engine::StepOutput
   int prompt_tokens = 0;
   int cached_tokens = 0;
   int completion_tokens = 0;  // total so far
