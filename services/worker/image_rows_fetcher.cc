@@ -3,10 +3,17 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "tandem/rpc/conversions.h"
 
 namespace tandem::worker {
+
+constexpr char kRowsLostPayload[] = "tandem.dev/image-rows-lost";
+
+bool ImageRowsLost(const absl::Status& status) {
+  return status.GetPayload(kRowsLostPayload).has_value();
+}
 
 // Rows of one chunk: a few MiB; the encoder caps it too.
 constexpr std::uint32_t kChunkBytes = 1u << 20;
@@ -64,9 +71,10 @@ absl::StatusOr<std::shared_ptr<const std::vector<float>>> ImageRowsFetcher::Fetc
   grpc::Status finished = reader->Finish();
   if (!bad.ok()) return bad;
   if (!finished.ok()) {
-    // The encoder died or the lease ran out: the router retries the request elsewhere.
-    return absl::UnavailableError(absl::StrCat("image rows from ", image.encoder_endpoint(), ": ",
-                                               finished.error_message()));
+    absl::Status lost = absl::FailedPreconditionError(absl::StrCat(
+        "image rows from ", image.encoder_endpoint(), ": ", finished.error_message()));
+    lost.SetPayload(kRowsLostPayload, absl::Cord("1"));
+    return lost;
   }
   if (rows->size() != expected) {
     return absl::FailedPreconditionError(absl::StrCat("encoder ", image.encoder_endpoint(),

@@ -20,6 +20,12 @@ namespace tandem::worker {
 // authenticated control plane), checks them against what the request says and the model
 // needs, and releases the encoders' leases once the rows are here. Thread-safe; one channel per
 // encoder, kept.
+// Resolve's error when an image's rows can no longer be had where the router said (the encoder
+// died, or its lease ran out while the request waited): not this worker's fault nor the
+// request's; the router encodes the images again (rpc::kImageRowsNeededTrailer) instead of
+// taking this worker for lost.
+bool ImageRowsLost(const absl::Status& status);
+
 class ImageRowsFetcher {
  public:
   // `hidden_size`: floats per row the model takes. `tls`: how encoders are dialled (their

@@ -37,6 +37,12 @@ absl::Status ValidateCommon(const v1::ApiVersion& version, const std::string& re
 
 }  // namespace
 
+grpc::Status WorkerService::ImagesFailed(grpc::ServerContextBase* context,
+                                         const absl::Status& status) {
+  if (ImageRowsLost(status)) context->AddTrailingMetadata(rpc::kImageRowsNeededTrailer, "1");
+  return rpc::ToGrpc(status);
+}
+
 bool WorkerService::RefuseIfDraining(grpc::ServerContextBase* context, grpc::Status* refusal) {
   if (!draining_.load()) return false;
   drain_refusals_.fetch_add(1);
@@ -151,7 +157,7 @@ grpc::Status WorkerService::Prefill(grpc::ServerContext* context,
   params.max_tokens = resumed + 1;
   auto images = images_.Resolve(request->images(), /*fetch_rows=*/true,
                                 DeadlineOf(request->deadline_unix_ms()));
-  if (!images.ok()) return rpc::ToGrpc(images.status());
+  if (!images.ok()) return ImagesFailed(context, images.status());
   auto queue = std::make_shared<UpdateQueue>();
   absl::Status submitted = loop_->SubmitWith(
       id, [queue](const serving::RequestUpdate& u) { queue->Push(u); },
@@ -250,7 +256,9 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* WorkerService::Generate(
       request->handoff_id().empty() && RefuseIfDraining(context, &refusal)) {
     stream->Start(refusal);
   } else {
-    stream->Start(rpc::ToGrpc(SubmitGenerate(*request, stream->Sink())));
+    const absl::Status submitted = SubmitGenerate(*request, stream->Sink());
+    stream->Start(ImageRowsLost(submitted) ? ImagesFailed(context, submitted)
+                                           : rpc::ToGrpc(submitted));
   }
   return stream.get();  // owns itself until OnDone
 }

@@ -65,6 +65,10 @@ class WorkerService final : public v1::Worker::WithCallbackMethod_Generate<v1::W
   // New work (not the Generate that completes a handoff reserved earlier) arriving mid-drain is
   // refused with kDrainingTrailer (the router places it elsewhere); true when it was.
   bool RefuseIfDraining(grpc::ServerContextBase* context, grpc::Status* refusal);
+  // The call's answer when its images could not be resolved; rows lost on the way (ImageRowsLost)
+  // carry rpc::kImageRowsNeededTrailer, so the router encodes them again rather than taking this
+  // worker for lost.
+  grpc::Status ImagesFailed(grpc::ServerContextBase* context, const absl::Status& status);
   // New work accepted while draining: the gate above makes it zero; counted after the gate so
   // that a test can tell.
   void CountIfDraining();
