@@ -215,6 +215,13 @@ TEST_F(KvHandoffTest, MalformedGenerateCallsEndWithTheirErrorAndLeaveNothing) {
   unknown_handoff.set_handoff_id("decode/never-reserved");
   unknown_handoff.mutable_sampling()->set_max_tokens(4);
   EXPECT_NE(generate(unknown_handoff).error_code(), grpc::StatusCode::OK);
+  // The call counts as in flight until gRPC's OnDone, which may run just after the client has
+  // the status: wait for it, boundedly.
+  const auto settle = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (DecodeMetric("tandem_worker_rpcs_in_flight") != 0 &&
+         std::chrono::steady_clock::now() < settle) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   EXPECT_EQ(DecodeMetric("tandem_worker_rpcs_in_flight"), 0);
   EXPECT_EQ(DecodeMetric("tandem_worker_active_requests"), 0);
   EXPECT_EQ(DecodeMetric("tandem_worker_active_streams"), 0);

@@ -116,6 +116,13 @@ struct Server::Impl {
     io.stop();
     for (std::thread& thread : threads) thread.join();
     threads.clear();
+    // The posted close may not have run before io.stop(): a listener left open would complete
+    // new clients' handshakes into its backlog and leave them hanging instead of refused.
+    // Nothing else touches the acceptor now that the threads are gone.
+    if (acceptor.is_open()) {
+      error_code ignored;
+      acceptor.close(ignored);
+    }
     // Sessions whose handlers never ran again still hold streams; detach them now so a producer
     // cannot post into the stopped io_context.
     for (auto& connection : context->LiveConnections()) connection->CancelStreamAfterStop();
