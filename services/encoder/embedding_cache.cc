@@ -33,7 +33,9 @@ EmbeddingCache::Pinned EmbeddingCache::PinLocked(const std::string& key, Entry& 
   ++entry.pins;
   lru_.splice(lru_.begin(), lru_, entry.lru);
   std::string lease_id = absl::StrCat(lease_prefix_, "-", ++next_lease_);
-  leases_.emplace(lease_id, Lease{key, options_.now() + ClampLease(lease)});
+  const auto expires = options_.now() + ClampLease(lease);
+  leases_.emplace(lease_id, Lease{key, expires});
+  by_expiry_.emplace(expires, lease_id);
   return Pinned{entry.embedding, std::move(lease_id), hit};
 }
 
@@ -44,14 +46,12 @@ void EmbeddingCache::UnpinLocked(const std::string& key) {
 
 void EmbeddingCache::ExpireLocked() {
   const auto now = options_.now();
-  for (auto it = leases_.begin(); it != leases_.end();) {
-    if (it->second.expires <= now) {
-      UnpinLocked(it->second.key);
-      ++counters_.leases_expired;
-      leases_.erase(it++);
-    } else {
-      ++it;
-    }
+  while (!by_expiry_.empty() && by_expiry_.begin()->first <= now) {
+    auto lease = leases_.find(by_expiry_.begin()->second);
+    UnpinLocked(lease->second.key);
+    ++counters_.leases_expired;
+    leases_.erase(lease);
+    by_expiry_.erase(by_expiry_.begin());
   }
   // Entries over the budget (the budget shrank, or pins held them past it) go as pins end.
   MakeRoomLocked(0);
@@ -162,6 +162,7 @@ bool EmbeddingCache::Release(const std::string& lease_id) {
   const bool found = lease != leases_.end();
   if (found) {
     UnpinLocked(lease->second.key);
+    by_expiry_.erase({lease->second.expires, lease_id});
     leases_.erase(lease);
   }
   ExpireLocked();

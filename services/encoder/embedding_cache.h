@@ -6,7 +6,9 @@
 #include <functional>
 #include <list>
 #include <memory>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -106,6 +108,10 @@ class EmbeddingCache {
   absl::flat_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
   std::list<std::string> lru_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, Lease> leases_ ABSL_GUARDED_BY(mu_);
+  // The same leases by expiry: every call expires what is due, and with thousands of leases out
+  // a scan of all of them per call would cost more than the call.
+  std::set<std::pair<std::chrono::steady_clock::time_point, std::string>> by_expiry_
+      ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::shared_ptr<InFlight>> in_flight_ ABSL_GUARDED_BY(mu_);
   std::size_t bytes_held_ ABSL_GUARDED_BY(mu_) = 0;
   std::uint64_t next_lease_ ABSL_GUARDED_BY(mu_) = 0;
