@@ -133,7 +133,10 @@ class BurstTest : public ::testing::Test {
     std::map<std::string, std::string> texts;
     for (const std::string& p : kPrompts) {
       const StreamOutcome o = Classify(HttpRequest(http(), "POST", "/v1/completions", Body(p, max_tokens)));
-      EXPECT_TRUE(o.status == 200 && o.done && !o.error_event) << "reference request failed: " << p;
+      EXPECT_TRUE(o.status == 200 && o.done && !o.error_event)
+          << "reference request failed: " << p << ": HTTP " << o.status
+          << (o.error_event ? ", error event" : "") << (o.done ? "" : ", no [DONE]") << ": "
+          << o.text;
       texts[p] = o.text;
     }
     return texts;

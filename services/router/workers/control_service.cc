@@ -9,20 +9,23 @@ namespace tandem::router {
 grpc::Status ControlService::RegisterWorker(grpc::ServerContext*,
                                             const v1::RegisterWorkerRequest* request,
                                             v1::RegisterWorkerResponse* response) {
-  absl::StatusOr<v1::RegisterWorkerResponse> result = registry_->Register(*request);
-  if (!result.ok()) {
+  if (absl::Status valid = registry_->Validate(*request); !valid.ok()) {
     std::cerr << "router: refused worker " << request->worker().worker_id() << ": "
-              << result.status().message() << "\n";
-    return rpc::ToGrpc(result.status());
+              << valid.message() << "\n";
+    return rpc::ToGrpc(valid);
   }
-  std::cerr << "router: worker " << request->worker().worker_id() << " ("
-            << RoleName(request->worker().role()) << ", " << request->worker().model() << " at "
-            << request->worker().grpc_endpoint() << ") registered\n";
+  // Routing first: once the registry has the worker it is a candidate (and /ready may say so),
+  // and a request placed in between would find no routable worker and be refused.
   if (absl::Status st = prefix_router_->OnRegistered(request->worker()); !st.ok()) {
     // Still served by the registry, but routing cannot place requests on it.
     std::cerr << "router: worker " << request->worker().worker_id()
               << " is not routable: " << st.message() << "\n";
   }
+  absl::StatusOr<v1::RegisterWorkerResponse> result = registry_->Register(*request);
+  if (!result.ok()) return rpc::ToGrpc(result.status());
+  std::cerr << "router: worker " << request->worker().worker_id() << " ("
+            << RoleName(request->worker().role()) << ", " << request->worker().model() << " at "
+            << request->worker().grpc_endpoint() << ") registered\n";
   *response = std::move(*result);
   return grpc::Status::OK;
 }

@@ -59,8 +59,7 @@ void WorkerLease::Watch(CallCanceller* canceller) {
 
 WorkerRegistry::WorkerRegistry(Options options) : options_(std::move(options)) {}
 
-absl::StatusOr<v1::RegisterWorkerResponse> WorkerRegistry::Register(
-    const v1::RegisterWorkerRequest& request) {
+absl::Status WorkerRegistry::Validate(const v1::RegisterWorkerRequest& request) const {
   if (absl::Status st = rpc::CheckVersion(request.version()); !st.ok()) return st;
   const v1::WorkerInfo& info = request.worker();
   if (info.worker_id().empty()) return absl::InvalidArgumentError("worker.worker_id is required");
@@ -88,7 +87,14 @@ absl::StatusOr<v1::RegisterWorkerResponse> WorkerRegistry::Register(
         "' but this router uses '", options_.kv_hash_scheme,
         "': its KV events would never match a request (every lookup a miss)"));
   }
+  return absl::OkStatus();
+}
 
+absl::StatusOr<v1::RegisterWorkerResponse> WorkerRegistry::Register(
+    const v1::RegisterWorkerRequest& request) {
+  if (absl::Status st = Validate(request); !st.ok()) return st;
+  const v1::WorkerInfo& info = request.worker();
+  const v1::WorkerRole role = info.role();
   absl::MutexLock lock(&mu_);
   std::shared_ptr<grpc::Channel> channel;
   auto it = workers_.find(info.worker_id());

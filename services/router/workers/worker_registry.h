@@ -135,6 +135,9 @@ class WorkerRegistry {
 
   // FailedPrecondition for another KV block size, hash scheme or API major; InvalidArgument for missing fields.
   absl::StatusOr<v1::RegisterWorkerResponse> Register(const v1::RegisterWorkerRequest& request);
+  // Register's checks alone: a request that passes them is registered (Register fails no other
+  // way), so routing can take the worker in before the registry makes it visible.
+  absl::Status Validate(const v1::RegisterWorkerRequest& request) const;
   // Asks for re-registration when the id or incarnation is unknown; revives a down worker.
   v1::HeartbeatResponse Heartbeat(const v1::HeartbeatRequest& request);
 
