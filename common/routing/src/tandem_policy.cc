@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "pending_prefixes.h"
 #include "pools.h"
 #include "tandem/routing/policy.h"
@@ -39,6 +40,7 @@ class TandemPolicy final : public Policy {
                    view.now_seconds + ttft_[d.prefill]);
     }
     d.decode = ChooseDecode(request, view, internal::DecodePool(view));
+    NotePromptEnd(request);
     if (request.session_id != 0) {
       if (sessions_.size() >= options_.max_sessions) sessions_.clear();  // cheap bound
       sessions_[request.session_id] = d.prefill;
@@ -76,7 +78,25 @@ class TandemPolicy final : public Policy {
     return wait + own_weight * own;
   }
 
-  // How many recent requests ended their longest cached match at the same block as this one
+  // How many times the cached part's compute time a worker's cache is worth beyond this request's
+  // own saving. A match ending where an earlier routed prompt ended continues that prompt (a
+  // conversation's next turn, an agent's next step, found through pending blocks too: the step may
+  // come before the previous one is stored): moved, it recomputes the whole history and leaves the
+  // old copy dead, so history_stickiness. A match ending anywhere else is a branch point (a
+  // tenant's prompt, a document, an agent's tools) whose copies all serve later requests:
+  // cache_stickiness. Either is divided by the prefix's fan-out.
+  double Stickiness(const RouteRequest& request, const ClusterView& view, const SlotList& pool) {
+    const double fan_out = SharedPrefixFanOut(request, view, pool);
+    int run = 0;
+    for (WorkerSlot w : pool) run = std::max(run, static_cast<int>(run_[w]));
+    // Erased once continued: a prompt is continued once; a block many prompts end at (a tenant's
+    // prompt followed by questions that end in its last block) is a branch point from then on.
+    const bool continues = run > 0 && run <= static_cast<int>(request.block_hashes.size()) &&
+                           prompt_ends_.erase(request.block_hashes[run - 1]) > 0;
+    return (continues ? options_.history_stickiness : options_.cache_stickiness) / fan_out;
+  }
+
+  // How many recent requests ended their longest indexed match at the same block as this one
   // (decayed over shared_prefix_seconds), at least 1. A conversation's history is the match end
   // of its next turn only (1: full stickiness); a tenant's system prompt is the match end of every
   // question to it, so the more popular, the more worth replicating it on a less loaded worker is
@@ -95,6 +115,15 @@ class TandemPolicy final : public Policy {
     const double fan_out = std::max(1.0, prefix.count);
     prefix.count += 1;
     return fan_out;
+  }
+
+  // Remembers where this prompt ends (its last full block: a partial one is never matched).
+  void NotePromptEnd(const RouteRequest& request) {
+    if (request.block_size <= 0) return;
+    const std::int64_t last_full = request.prompt_tokens / request.block_size - 1;
+    if (last_full < 0 || last_full >= static_cast<std::int64_t>(request.block_hashes.size())) return;
+    if (prompt_ends_.size() >= options_.max_shared_prefixes) prompt_ends_.clear();  // cheap bound
+    prompt_ends_.insert(request.block_hashes[last_full]);
   }
 
   WorkerSlot ChoosePrefill(const RouteRequest& request, const ClusterView& view,
@@ -137,7 +166,7 @@ class TandemPolicy final : public Policy {
         return it->second;
       }
     }
-    const double stickiness = options_.cache_stickiness / SharedPrefixFanOut(request, view, pool);
+    const double stickiness = Stickiness(request, view, pool);
     // Score: predicted TTFT less the worth of what the worker already holds of this prompt.
     WorkerSlot best = kNoWorker;
     double best_score = INFINITY;
@@ -196,6 +225,7 @@ class TandemPolicy final : public Policy {
     double seen = 0;   // when count was last decayed (view clock)
   };
   absl::flat_hash_map<BlockHash, SharedPrefix> shared_;
+  absl::flat_hash_set<BlockHash> prompt_ends_;  // last full block of each routed prompt
 };
 
 }  // namespace

@@ -34,23 +34,60 @@ TEST_F(TandemPolicyTest, KeepsALongHitDespiteAShortQueue) {
 }
 
 TEST_F(TandemPolicyTest, AConversationStaysUntilItsWorkerIsFarBehind) {
-  // Worker 1 holds 6,400 of the prompt's 6,416 tokens: 0.8 s at the prior speed, worth 20 x 0.8 =
+  // Worker 1 holds the previous turn's 6,400 tokens: 0.8 s at the prior speed, worth 20 x 0.8 =
   // 16 s of predicted TTFT. On idle worker 0 the whole prompt takes 0.822 s; on worker 1 its own
   // part takes 0.022 s after the queue: it stays while the queue is under ~16.8 s.
   TandemOptions options;
-  options.cache_stickiness = 20;
-  auto policy = MakeTandemPolicy(options);
+  options.history_stickiness = 20;
   Build(2, 0);
   Cache(1, Chain(1, 400));
   QueuePrefill(1, 1, /*tokens=*/120000);  // 15.02 s
-  EXPECT_EQ(Route(*policy, Request(Chain(1, 401))).prefill, 1);
-  QueuePrefill(1, 1, /*tokens=*/16000);   // 17.04 s
-  EXPECT_EQ(Route(*policy, Request(Chain(1, 401))).prefill, 0);
+  {
+    auto policy = MakeTandemPolicy(options);
+    Route(*policy, Request(Chain(1, 400)));  // the previous turn
+    EXPECT_EQ(Route(*policy, Request(Chain(1, 401))).prefill, 1);
+  }
+  QueuePrefill(1, 1, /*tokens=*/16000);  // 17.04 s
+  {
+    auto policy = MakeTandemPolicy(options);
+    Route(*policy, Request(Chain(1, 400)));
+    EXPECT_EQ(Route(*policy, Request(Chain(1, 401))).prefill, 0);
+  }
   // Without stickiness only this request's saving counts: 15 s of queue is not worth 0.8 s.
-  options.cache_stickiness = 0;
+  options.history_stickiness = 0;
   auto plain = MakeTandemPolicy(options);
   table_.OnPrefillFinished(1, 16000, 16000 / 16 + 1, 0, 0);
+  Route(*plain, Request(Chain(1, 400)));
   EXPECT_EQ(Route(*plain, Request(Chain(1, 401))).prefill, 0);
+}
+
+TEST_F(TandemPolicyTest, AHistoryIsWeighedApartFromAPrefixOthersBranchOff) {
+  // Worker 1 holds 400 blocks (0.8 s of compute) and is 5.04 s behind. A prompt continuing one
+  // routed earlier (its match ends at that prompt's last full block) weighs them with
+  // history_stickiness (5: stays while the queue is under ~4.8 s): it moves. The same prefix
+  // reached without such a prompt, or continued a second time, is one others branch off (a
+  // system prompt): cache_stickiness (20: stays while under ~16.8 s).
+  TandemOptions options;
+  options.history_stickiness = 5;
+  options.cache_stickiness = 20;
+  options.shared_prefix_seconds = 0;  // no fan-out division: the two weights alone
+  Build(2, 0);
+  Cache(1, Chain(1, 400));
+  QueuePrefill(1, 1, /*tokens=*/40000);  // 5.02 s
+  auto continued = MakeTandemPolicy(options);
+  Route(*continued, Request(Chain(1, 400)));
+  EXPECT_EQ(Route(*continued, Request(Chain(1, 401))).prefill, 0);
+  EXPECT_EQ(Route(*continued, Request(Chain(1, 401))).prefill, 1) << "a prompt continues once";
+  auto branched = MakeTandemPolicy(options);
+  EXPECT_EQ(Route(*branched, Request(Chain(1, 401))).prefill, 1);
+  // A partial last block is never matched: the prompt ends at its last full block.
+  auto partial = MakeTandemPolicy(options);
+  RouteRequest previous = Request(Chain(1, 401));
+  previous.prompt_tokens = 400 * 16 + 5;
+  Route(*partial, previous);
+  std::vector<BlockHash> next = Chain(1, 400);
+  next.push_back(7777);
+  EXPECT_EQ(Route(*partial, Request(next)).prefill, 0);
 }
 
 TEST_F(TandemPolicyTest, APrefixManyRequestsShareIsReplicatedWhereAHistoryIsNot) {

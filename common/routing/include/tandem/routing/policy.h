@@ -73,15 +73,22 @@ struct TandemOptions {
   double own_work_weight = 1.0;
   double own_work_weight_per_queued = 0.0;  // added per request in flight per worker of the pool
   // A prompt's tokens cached on a worker count this many times their compute time in its favour.
-  // Beyond this request's own saving (already in its predicted TTFT): a conversation moved off the
-  // worker holding its history recomputes it there and leaves a duplicate, and every duplicate
-  // takes room other prefixes would have hit in. High: conversations move only when their worker
-  // is far behind.
+  // Beyond this request's own saving (already in its predicted TTFT): a prompt moved off the
+  // worker holding its prefix recomputes it there and leaves a duplicate, and every duplicate
+  // takes room other prefixes would have hit in. High: prefixes move only when their worker is far
+  // behind. This one for a prefix other prompts branch off (a system prompt, a document).
   double cache_stickiness = 20.0;
   // ... divided by how many recent requests ended their match at the same block (decayed with this
   // time constant; 0: never divided): a prefix many requests share is worth replicating on a less
   // loaded worker, a conversation's private history is not.
   double shared_prefix_seconds = 150.0;
+  // ... and this many times instead for a prompt continuing one routed earlier (its cached match
+  // ends at that prompt's last full block: a conversation's next turn, an agent's next step).
+  // Lower than cache_stickiness: a history pinned to its worker cannot move with the load, and an
+  // agent's steps a second apart pile up behind one worker (suite agentic-64 at x2); higher lets
+  // conversations move often enough to lose hit rate (Mooncake at 5). docs/routing.md,
+  // "Sensitivity".
+  double history_stickiness = 14.0;
   std::size_t max_shared_prefixes = 1 << 16;
   // Blocks routed to a worker and not yet stored there count as held by it until the request's
   // predicted TTFT, while the worker has prefills in flight (the index learns them only when they
