@@ -32,7 +32,9 @@ absl::Status Overflow(const char* what) {
 }  // namespace
 
 absl::StatusOr<MemoryPlan> PlanDeviceMemory(const MemoryPlanInput& in) {
-  if (in.device_bytes == 0) return absl::InvalidArgumentError("device memory plan: no device bytes");
+  if (in.device_bytes == 0) {
+    return absl::InvalidArgumentError("device memory plan: no device bytes");
+  }
   if (in.kv_block_bytes == 0) {
     return absl::InvalidArgumentError("device memory plan: KV block of 0 bytes");
   }
@@ -56,9 +58,9 @@ absl::StatusOr<MemoryPlan> PlanDeviceMemory(const MemoryPlanInput& in) {
   if (act && ws) act = Add(*act, *ws);
   if (!act || !ws) return Overflow("activations");
   plan.activation_bytes = *act;
-  plan.reserve_bytes = std::max(
-      in.reserve_bytes,
-      static_cast<std::uint64_t>(std::ceil(in.reserve_fraction * static_cast<double>(in.device_bytes))));
+  const double fraction_bytes =
+      std::ceil(in.reserve_fraction * static_cast<double>(in.device_bytes));
+  plan.reserve_bytes = std::max(in.reserve_bytes, static_cast<std::uint64_t>(fraction_bytes));
 
   const std::optional<std::uint64_t> block = AlignUp(in.kv_block_bytes);
   std::optional<std::uint64_t> fixed = Add(plan.weight_bytes, plan.activation_bytes);

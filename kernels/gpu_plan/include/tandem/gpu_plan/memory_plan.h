@@ -34,7 +34,8 @@ struct MemoryPlanInput {
   // the larger of the two.
   std::uint64_t reserve_bytes = 0;
   double reserve_fraction = 0.0;  // of device_bytes
-  std::uint64_t min_kv_blocks = 1;  // fewer than this is a failed plan (e.g. one max-length request)
+  // Fewer KV blocks than this is a failed plan (e.g. the blocks of one max-length request).
+  std::uint64_t min_kv_blocks = 1;
 };
 
 struct MemoryPlan {
