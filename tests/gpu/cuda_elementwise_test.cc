@@ -171,6 +171,13 @@ TEST(CudaOpsArgumentsTest, BadCallsFailBeforeLaunch) {
                 .code(),
             absl::StatusCode::kUnimplemented);
   EXPECT_EQ(Embed(w32, nullptr, 1, fake, nullptr).code(), absl::StatusCode::kInvalidArgument);
+  const auto* fake_ids = reinterpret_cast<const std::int32_t*>(fake);
+  EXPECT_EQ(MlaCombine(fake, fake, fake_ids, 1, 2, 0, fake, nullptr).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MlaCombine(fake, fake, fake_ids, 1 << 20, 1 << 12, 8, fake, nullptr).code(),
+            absl::StatusCode::kInvalidArgument);  // more CTAs than gridDim.x holds
+  EXPECT_EQ(MlaCombine(fake, nullptr, fake_ids, 1, 2, 8, fake, nullptr).code(),
+            absl::StatusCode::kInvalidArgument);
   // Nothing to do is fine and launches nothing.
   EXPECT_TRUE(Axpy(1.0f, nullptr, 0, nullptr, nullptr).ok());
 }

@@ -78,4 +78,23 @@ absl::Status Embed(const WeightView& table, const std::int32_t* ids, std::int64_
                     "Embed launch");
 }
 
+absl::Status MlaCombine(const float* partials, const float* lses,
+                        const std::int32_t* seq_chunk_begin, int n_seqs, int n_heads, int dim,
+                        float* out, cudaStream_t stream) {
+  // One CTA per (sequence, head) in gridDim.x.
+  if (n_seqs < 0 || n_heads < 0 || dim <= 0 ||
+      static_cast<std::int64_t>(n_seqs) * n_heads > kMaxRows) {
+    return absl::InvalidArgumentError(absl::StrCat("MlaCombine: ", n_seqs, " sequences x ",
+                                                   n_heads, " heads, dim ", dim));
+  }
+  if (absl::Status s = CheckPointers("MlaCombine", std::int64_t{n_seqs} * n_heads,
+                                     {partials, lses, seq_chunk_begin, out});
+      !s.ok()) {
+    return s;
+  }
+  return CudaStatus(
+      launch::MlaCombine(partials, lses, seq_chunk_begin, n_seqs, n_heads, dim, out, stream),
+      "MlaCombine launch");
+}
+
 }  // namespace tandem::kernels::cuda

@@ -35,4 +35,13 @@ absl::Status Axpy(float alpha, const float* x, std::int64_t n, float* y, cudaStr
 absl::Status Embed(const WeightView& table, const std::int32_t* ids, std::int64_t rows,
                    float* out, cudaStream_t stream);
 
+// The combine step of split MLA decode: gpu_plan::CombineChunkPartials (mla_split_plan.h) for
+// every sequence b and head h, over chunks [seq_chunk_begin[b], seq_chunk_begin[b + 1]) in chunk
+// order, so a sequence's output is the same bits in any batch. partials: [chunks][n_heads][dim],
+// lses: [chunks][n_heads], seq_chunk_begin: [n_seqs + 1] (MlaSplitPlan's, copied to the device),
+// out: [n_seqs][n_heads][dim]. A sequence without chunks gets zeros.
+absl::Status MlaCombine(const float* partials, const float* lses,
+                        const std::int32_t* seq_chunk_begin, int n_seqs, int n_heads, int dim,
+                        float* out, cudaStream_t stream);
+
 }  // namespace tandem::kernels::cuda
