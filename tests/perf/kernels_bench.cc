@@ -229,7 +229,8 @@ constexpr Shape kShapes[] = {{1, 4096, 4096}, {16, 4096, 4096}, {1, 64, 64}, {16
 // The fast backend alone (the reference would take seconds per call) on the projections of the
 // 287.5M Llama of the peer comparisons (docs/performance.md): a 512-token prefill through
 // q/o (1024 x 1024), gate/up (4096 x 1024) and down (1024 x 4096), and decode batches of 8 and 16
-// through gate/up. Summarised in GFLOP/s.
+// through gate/up. Summarised in GFLOP/s of wall time and per CPU-second of the whole process (all
+// threads): on a shared machine the first is the share the kernel got, the second its own cost.
 constexpr Shape kFastShapes[] = {{512, 1024, 1024}, {512, 4096, 1024}, {512, 1024, 4096},
                                  {8, 4096, 1024},   {16, 4096, 1024}};
 constexpr DType kFastDtypes[] = {DType::kF32, DType::kBF16};
@@ -272,6 +273,7 @@ void Register() {
       benchmark::RegisterBenchmark(MatMulName(true, dtype, s).c_str(), MatMulBench, true, dtype,
                                    s.rows, s.out, s.in, 0)
           ->UseRealTime()
+          ->MeasureProcessCPUTime()
           ->Unit(benchmark::kMicrosecond);
     }
   }
@@ -328,13 +330,16 @@ void PrintSummary(const RecordingReporter& reporter) {
                 (std::string(op) + "/ctx:2048").c_str(), f->real_time_us, r->real_time_us,
                 r->real_time_us / f->real_time_us);
   }
-  std::printf("\n== fast MatMul, all threads (GFLOP/s = 2 x rows x out x in / wall time) ==\n");
+  std::printf("\n== fast MatMul, all threads (GFLOP = 2 x rows x out x in; per wall second, "
+              "per CPU-second of all threads) ==\n");
   for (DType dtype : kFastDtypes) {
     for (const Shape& s : kFastShapes) {
       const RunResult* f = Find(results, MatMulName(true, dtype, s));
       if (f == nullptr) continue;
-      std::printf("%-40s %10.1f us  %7.1f GFLOP/s\n", MatMulName(true, dtype, s).substr(12).c_str(),
-                  f->real_time_us, 2e-3 * s.rows * s.out * s.in / f->real_time_us);
+      const double gflop = 2e-9 * s.rows * s.out * s.in;
+      std::printf("%-40s %10.1f us  %7.1f GFLOP/s  %7.1f GFLOP/cpu-s\n",
+                  MatMulName(true, dtype, s).substr(12).c_str(), f->real_time_us,
+                  gflop / (f->real_time_us * 1e-6), gflop / (f->cpu_time_us * 1e-6));
     }
   }
   std::printf("\n== GEMV bandwidth (weight bytes read per second: 512 MiB f32, 256 MiB bf16/f16, "
