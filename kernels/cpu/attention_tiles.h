@@ -19,11 +19,18 @@ constexpr int kHeadTile = 4;
 #if defined(__AVX512F__)
 constexpr int kPosTile = 4;
 constexpr int kValueHeadTile = 4;  // weighted sum: heads x 16-float chunks per register tile
+constexpr int kValueChunkTile = 4;
+#elif defined(TANDEM_SIMD_HALF_PASSES)
+constexpr int kPosTile = 2;  // 4 x 2 score tiles run as half passes (dot_tile.h)
+// AVX2: 2 heads x 2 chunks of F32x16 = 8 ymm accumulators + 4 value + 1 weight; at 2 x 4 every
+// ymm was an accumulator and GCC spilled all sixteen to the stack on every cache row.
+constexpr int kValueHeadTile = 2;
+constexpr int kValueChunkTile = 2;
 #else
 constexpr int kPosTile = 2;
 constexpr int kValueHeadTile = 2;
-#endif
 constexpr int kValueChunkTile = 4;
+#endif
 using TileOut = float[kHeadTile][kPosTile];
 
 template <int H, int T>

@@ -10,12 +10,21 @@ namespace {
 
 // Tiles: kRowTile x kOutTile for batches; a single row (GEMV) takes kGemvOutTile weight rows at
 // once instead, for more independent accumulators and more weight streams in flight.
-constexpr int kOutTile = 4;
 #if defined(__AVX512F__)
 constexpr int kRowTile = 4;  // 16 zmm accumulators + 4 weight chunks + 1 input chunk of 32 regs
+constexpr int kOutTile = 4;
 constexpr int kGemvOutTile = 8;
+#elif defined(TANDEM_SIMD_HALF_PASSES)
+// AVX2: tiles run as half passes (dot_tile.h), 12 ymm accumulators + 3 weight halves + 1 input
+// half. Rows by 4 because batches come in powers of two; the one output row left over by 3 is
+// cheap. Measured against the former 2 x 4 of F32x16 (every ymm an accumulator, loads spilled):
+// about 1.6-2x the GFLOP/s of one core (docs/performance.md, "AVX2 tiles").
+constexpr int kRowTile = 4;
+constexpr int kOutTile = 3;
+constexpr int kGemvOutTile = 4;  // 1 x 4 F32x16 = 8 ymm: runs at full width
 #else
-constexpr int kRowTile = 2;  // F32x16 is two ymm here; keep the accumulators within 16 registers
+constexpr int kRowTile = 2;
+constexpr int kOutTile = 4;
 constexpr int kGemvOutTile = 4;
 #endif
 // Rows of x processed against a thread's whole weight range before moving on: sized so that

@@ -11,6 +11,7 @@ namespace tandem::bench {
 
 struct RunResult {
   double real_time_us = 0;     // per iteration
+  double cpu_time_us = 0;       // per iteration; the whole process's with MeasureProcessCPUTime()
   double bytes_per_second = 0;  // 0 when the benchmark does not set it
   double items_per_second = 0;
 };
@@ -24,6 +25,8 @@ class RecordingReporter : public benchmark::ConsoleReporter {
       RunResult r;
       r.real_time_us = run.GetAdjustedRealTime() *
                        (1e6 / benchmark::GetTimeUnitMultiplier(run.time_unit));
+      r.cpu_time_us = run.GetAdjustedCPUTime() *
+                      (1e6 / benchmark::GetTimeUnitMultiplier(run.time_unit));
       if (auto it = run.counters.find("bytes_per_second"); it != run.counters.end()) {
         r.bytes_per_second = it->second;
       }
@@ -42,10 +45,12 @@ class RecordingReporter : public benchmark::ConsoleReporter {
   std::map<std::string, RunResult> results_;
 };
 
-// The run named `name` with "/real_time" appended when the benchmark used real time.
+// The run named `name` with the suffixes Google Benchmark appends for real time and process CPU
+// time.
 inline const RunResult* Find(const std::map<std::string, RunResult>& results,
                              const std::string& name) {
-  for (const std::string& candidate : {name, name + "/real_time"}) {
+  for (const std::string& candidate :
+       {name, name + "/real_time", name + "/process_time/real_time"}) {
     if (auto it = results.find(candidate); it != results.end()) return &it->second;
   }
   return nullptr;

@@ -226,6 +226,14 @@ struct Shape {
   std::int64_t rows, out, in;
 };
 constexpr Shape kShapes[] = {{1, 4096, 4096}, {16, 4096, 4096}, {1, 64, 64}, {16, 64, 64}};
+// The fast backend alone (the reference would take seconds per call) on the projections of the
+// 287.5M Llama of the peer comparisons (docs/performance.md): a 512-token prefill through
+// q/o (1024 x 1024), gate/up (4096 x 1024) and down (1024 x 4096), and decode batches of 8 and 16
+// through gate/up. Summarised in GFLOP/s of wall time and per CPU-second of the whole process (all
+// threads): on a shared machine the first is the share the kernel got, the second its own cost.
+constexpr Shape kFastShapes[] = {{512, 1024, 1024}, {512, 4096, 1024}, {512, 1024, 4096},
+                                 {8, 4096, 1024},   {16, 4096, 1024}};
+constexpr DType kFastDtypes[] = {DType::kF32, DType::kBF16};
 constexpr std::int64_t kGemvOut = 16384, kGemvIn = 8192;  // 512 MiB in f32: far beyond cache
 
 std::string MatMulName(bool fast, DType dtype, const Shape& s) {
@@ -258,6 +266,15 @@ void Register() {
             ->UseRealTime()
             ->Unit(benchmark::kMicrosecond);
       }
+    }
+  }
+  for (DType dtype : kFastDtypes) {
+    for (const Shape& s : kFastShapes) {
+      benchmark::RegisterBenchmark(MatMulName(true, dtype, s).c_str(), MatMulBench, true, dtype,
+                                   s.rows, s.out, s.in, 0)
+          ->UseRealTime()
+          ->MeasureProcessCPUTime()
+          ->Unit(benchmark::kMicrosecond);
     }
   }
   for (DType dtype : kDtypes) {
@@ -312,6 +329,18 @@ void PrintSummary(const RecordingReporter& reporter) {
     std::printf("%-40s fast %10.1f us  reference %12.1f us  speedup %7.1fx\n",
                 (std::string(op) + "/ctx:2048").c_str(), f->real_time_us, r->real_time_us,
                 r->real_time_us / f->real_time_us);
+  }
+  std::printf("\n== fast MatMul, all threads (GFLOP = 2 x rows x out x in; per wall second, "
+              "per CPU-second of all threads) ==\n");
+  for (DType dtype : kFastDtypes) {
+    for (const Shape& s : kFastShapes) {
+      const RunResult* f = Find(results, MatMulName(true, dtype, s));
+      if (f == nullptr) continue;
+      const double gflop = 2e-9 * s.rows * s.out * s.in;
+      std::printf("%-40s %10.1f us  %7.1f GFLOP/s  %7.1f GFLOP/cpu-s\n",
+                  MatMulName(true, dtype, s).substr(12).c_str(), f->real_time_us,
+                  gflop / (f->real_time_us * 1e-6), gflop / (f->cpu_time_us * 1e-6));
+    }
   }
   std::printf("\n== GEMV bandwidth (weight bytes read per second: 512 MiB f32, 256 MiB bf16/f16, "
               "128 MiB fp8; weights per second = bytes / element size) ==\n");

@@ -10,6 +10,9 @@
 
 #include "kernel_test_util.h"
 #include "tandem/kernels/backend.h"
+// simd.h's Dot() is the contract itself; 64-byte vectors stay between inline helpers (-Wpsabi).
+#pragma GCC diagnostic ignored "-Wpsabi"
+#include "../../../kernels/cpu/simd.h"
 
 namespace tandem::kernels {
 namespace {
@@ -104,6 +107,28 @@ TEST_P(MatMulInvariance, ThreadCountDoesNotChangeBits) {
   for (int threads : {2, 3, 8}) {
     const std::vector<float> y = Multiply(*CreateCpuBackend({.num_threads = threads}), x, kRows, w.view);
     EXPECT_TRUE(BitEqual(y.data(), one.data(), one.size())) << threads << " threads";
+  }
+}
+
+// The contract behind batch invariance, checked directly: every element is simd.h's Dot() of its
+// row and its weight row's floats, bit for bit, whatever tile computed it. 1100 columns span three
+// of the AVX2 path's half-pass blocks (dot_tile.h, 512 floats) and end in a partial chunk; 7
+// outputs and 1-9 or 16 rows give every row and output remainder of every path's tiles.
+TEST_P(MatMulInvariance, EveryElementIsTheCanonicalDot) {
+  constexpr std::int64_t kOut = 7, kIn = 1100;
+  std::mt19937 rng(5);
+  TestWeight w(kOut, kIn, GetParam(), rng);
+  const std::vector<float> x = RandomFloats(16 * kIn, rng);
+  auto fast = CreateCpuBackend({.num_threads = 1});
+  for (std::int64_t rows : {1, 2, 3, 4, 5, 6, 7, 8, 9, 16}) {
+    const std::vector<float> y = Multiply(*fast, x, rows, w.view);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      for (std::int64_t o = 0; o < kOut; ++o) {
+        const float want = cpu::Dot(x.data() + r * kIn, w.f32.data() + o * kIn, kIn);
+        EXPECT_TRUE(BitEqual(&y[r * kOut + o], &want, 1))
+            << rows << " rows, element " << r << ", " << o << ": " << y[r * kOut + o] << " vs " << want;
+      }
+    }
   }
 }
 
