@@ -107,7 +107,7 @@ void GenerateStream::Pump() {
     batch.swap(pending_);
     out_.Clear();
     bool finished = false;
-    std::string rows_missing;  // the engine's message when the request ended for want of rows
+    bool rows_missing = false;  // the request ended for want of image rows (out_.error() says so)
     for (const serving::RequestUpdate& u : batch) {
       if (!sent_tokens_ && !u.new_tokens.empty()) {
         out_.mutable_usage()->set_cached_prompt_tokens(u.cached_tokens);
@@ -118,7 +118,7 @@ void GenerateStream::Pump() {
       finished = true;
       out_.set_finish_reason(rpc::ToProto(u.finish_reason));
       if (!u.error.empty()) out_.set_error(u.error);
-      if (u.image_rows_missing) rows_missing = u.error;
+      rows_missing = rows_missing || u.image_rows_missing;
       out_.mutable_usage()->set_prompt_tokens(u.prompt_tokens);
       out_.mutable_usage()->set_completion_tokens(u.completion_tokens +
                                                   options_.first_token_credit);
@@ -134,7 +134,7 @@ void GenerateStream::Pump() {
       Finish(why);
       return;
     }
-    if (finished && !rows_missing.empty()) {
+    if (finished && rows_missing) {
       // Not an error of the request: the router sends it again (after the tokens it already
       // has) with every image's rows. Tokens of this last batch are dropped; the retry makes them.
       finishing_ = true;
@@ -142,7 +142,7 @@ void GenerateStream::Pump() {
       if (options_.context != nullptr) {
         options_.context->AddTrailingMetadata(rpc::kImageRowsNeededTrailer, "1");
       }
-      Finish(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, rows_missing));
+      Finish(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, out_.error()));
       return;
     }
     if (finished) {

@@ -53,6 +53,15 @@ std::vector<const WorkerView*> EncoderOrder(std::uint64_t content_key,
   return order;
 }
 
+// Where an image sits in the prompt, naming no rows yet.
+v1::PromptImage ImageSpan(const RequestImage& image) {
+  v1::PromptImage span;
+  span.set_position(image.position);
+  span.set_rows(image.rows);
+  span.set_token_id(image.token_id);
+  return span;
+}
+
 // Worth another encoder: it is gone, busy or out of cache. Anything else (the image itself is
 // bad, the deadline passed) is the request's answer.
 bool TryAnotherEncoder(grpc::StatusCode code) {
@@ -78,10 +87,7 @@ async::Task<absl::StatusOr<std::vector<v1::PromptImage>>> Dispatcher::EncodeImag
         end >= static_cast<std::int64_t>(request.prompt_ids.size())) {
       continue;
     }
-    v1::PromptImage& p = out[i];
-    p.set_position(image.position);
-    p.set_rows(image.rows);
-    p.set_token_id(image.token_id);
+    out[i] = ImageSpan(image);
     done[i] = true;
     --remaining;
     if (options_.metrics != nullptr) options_.metrics->images_cache_covered->Increment();
@@ -151,9 +157,7 @@ async::Task<absl::StatusOr<std::vector<v1::PromptImage>>> Dispatcher::EncodeImag
           continue;
         }
         v1::PromptImage& p = out[i];
-        p.set_position(image.position);
-        p.set_rows(image.rows);
-        p.set_token_id(image.token_id);
+        p = ImageSpan(image);
         p.set_encoder_endpoint(calls[i]->encoder->info().grpc_endpoint());
         p.set_lease_id(r.lease_id());
         p.set_content_key(r.content_key());
