@@ -8,8 +8,9 @@
 
 #include "attention_tiles.h"
 #include "simd_math.h"
+#include "isa.h"
 
-namespace tandem::kernels::cpu {
+TANDEM_KERNELS_ISA_BEGIN
 namespace {
 
 // Below this many multiply-adds (scores plus weighted sum) a call stays on the calling thread.
@@ -200,4 +201,4 @@ void MlaAttention(ThreadPool& pool, std::span<const MlaAttentionParams> batch) {
               });
 }
 
-}  // namespace tandem::kernels::cpu
+TANDEM_KERNELS_ISA_END

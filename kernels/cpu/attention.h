@@ -2,10 +2,11 @@
 
 #include <span>
 
+#include "isa.h"
 #include "tandem/kernels/attention_params.h"
 #include "thread_pool.h"
 
-namespace tandem::kernels::cpu {
+TANDEM_KERNELS_ISA_BEGIN
 
 // Paged causal attention for a batch of sequences' query chunks, spread over the pool as one job
 // of (query token, run of heads) units. Each (token, head)'s output depends only on its query, its
@@ -14,4 +15,4 @@ namespace tandem::kernels::cpu {
 void GqaAttention(ThreadPool& pool, std::span<const GqaAttentionParams> batch);
 void MlaAttention(ThreadPool& pool, std::span<const MlaAttentionParams> batch);
 
-}  // namespace tandem::kernels::cpu
+TANDEM_KERNELS_ISA_END

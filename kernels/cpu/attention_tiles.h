@@ -11,12 +11,12 @@
 #include "dot_tile.h"
 #include "simd.h"
 
-namespace tandem::kernels::cpu {
+TANDEM_KERNELS_ISA_BEGIN
 
 // Tiles of raw scores: H heads' queries (q_stride apart) against T cache rows (dot_tile.h), each
 // key chunk loaded once for all H heads, H x T independent accumulators in flight.
 constexpr int kHeadTile = 4;
-#if defined(__AVX512F__)
+#if defined(TANDEM_SIMD_AVX512)
 constexpr int kPosTile = 4;
 constexpr int kValueHeadTile = 4;  // weighted sum: heads x 16-float chunks per register tile
 constexpr int kValueChunkTile = 4;
@@ -136,4 +136,4 @@ inline void WeightedRows(const float* a, int nh, const float* const* rows, std::
   }
 }
 
-}  // namespace tandem::kernels::cpu
+TANDEM_KERNELS_ISA_END

@@ -1,22 +1,75 @@
-// The fast CPU backend: wiring of the vectorised, multithreaded kernels behind Backend. The thread
-// pool belongs to the instance, so two backends never share (or contend for) threads.
+// The fast CPU backend: wiring of the vectorised, multithreaded kernels behind Backend, and the
+// choice of the kernels' ISA copy (isa.h) by CPUID. The thread pool belongs to the instance, so two
+// backends never share (or contend for) threads.
 #include <memory>
+#include <stdexcept>
+#include <string>
 
-#include "attention.h"
-#include "elementwise.h"
-#include "encoder_ops.h"
-#include "matmul.h"
+#include "kernel_table.h"
 #include "tandem/kernels/backend.h"
 #include "thread_pool.h"
 
 namespace tandem::kernels {
 namespace {
 
+// What the copy's target pragma (isa.h) lets the compiler use, checked feature by feature; GCC's
+// __builtin_cpu_supports also requires the OS to save the vector registers (XCR0).
+bool CpuRuns(CpuIsa isa) {
+#if defined(__x86_64__) || defined(__i386__)
+  switch (isa) {
+    case CpuIsa::kAvx512:
+      if (!(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))) {
+        return false;
+      }
+      [[fallthrough]];
+    case CpuIsa::kAvx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+             __builtin_cpu_supports("f16c");
+    case CpuIsa::kGeneric:
+      return true;
+    case CpuIsa::kAuto:
+      return false;
+  }
+  return false;
+#else
+  return isa == CpuIsa::kGeneric;
+#endif
+}
+
+bool Compiled(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kGeneric: return true;
+#if defined(TANDEM_KERNELS_HAVE_AVX2)
+    case CpuIsa::kAvx2: return true;
+#endif
+#if defined(TANDEM_KERNELS_HAVE_AVX512)
+    case CpuIsa::kAvx512: return true;
+#endif
+    default: return false;
+  }
+}
+
+const cpu::KernelTable& TableOf(CpuIsa isa) {
+  switch (isa) {
+#if defined(TANDEM_KERNELS_HAVE_AVX2)
+    case CpuIsa::kAvx2: return cpu::kAvx2Kernels;
+#endif
+#if defined(TANDEM_KERNELS_HAVE_AVX512)
+    case CpuIsa::kAvx512: return cpu::kAvx512Kernels;
+#endif
+    default: return cpu::kGenericKernels;
+  }
+}
+
 class FastCpuBackend final : public Backend {
  public:
-  explicit FastCpuBackend(const CpuBackendOptions& options) : pool_(options.num_threads) {}
+  FastCpuBackend(const CpuBackendOptions& options, CpuIsa isa)
+      : name_("cpu-" + std::string(CpuIsaName(isa))),
+        k_(TableOf(isa)),
+        pool_(options.num_threads) {}
 
-  std::string_view name() const override { return "cpu"; }
+  std::string_view name() const override { return name_; }
 
   float* AllocateFloats(std::size_t count) override {
     // 64-byte aligned so that vector loads of whole rows never split a cache line needlessly.
@@ -25,59 +78,101 @@ class FastCpuBackend final : public Backend {
   void Free(float* ptr) override { ::operator delete[](ptr, std::align_val_t{64}); }
 
   void MatMul(const float* x, std::int64_t rows, const WeightView& w, float* y) override {
-    cpu::MatMul(pool_, x, rows, w, y);
+    k_.mat_mul(pool_, x, rows, w, y);
   }
   void RmsNorm(const float* x, std::int64_t rows, std::int64_t dim, const WeightView& weight,
                float eps, float* y) override {
-    cpu::RmsNorm(x, rows, dim, weight, eps, y);
+    k_.rms_norm(x, rows, dim, weight, eps, y);
   }
   void SiluMul(const float* gate, const float* up, std::int64_t rows, std::int64_t hidden,
                float* out) override {
-    cpu::SiluMul(gate, up, rows * hidden, out);
+    k_.silu_mul(gate, up, rows * hidden, out);
   }
   void Axpy(float alpha, const float* x, std::int64_t n, float* y) override {
-    cpu::Axpy(alpha, x, n, y);
+    k_.axpy(alpha, x, n, y);
   }
   void Rope(float* x, std::int64_t rows, int n_heads, int head_stride, int rope_dim,
             const float* cos, const float* sin, RopeLayout layout) override {
-    cpu::Rope(x, rows, n_heads, head_stride, rope_dim, cos, sin, layout);
+    k_.rope(x, rows, n_heads, head_stride, rope_dim, cos, sin, layout);
   }
   void Embed(const WeightView& table, const std::int32_t* ids, std::int64_t rows,
              float* out) override {
-    cpu::Embed(table, ids, rows, out);
+    k_.embed(table, ids, rows, out);
   }
   void GqaAttention(const GqaAttentionParams& p) override {
-    cpu::GqaAttention(pool_, std::span(&p, 1));
+    k_.gqa_attention(pool_, std::span(&p, 1));
   }
   void MlaAttention(const MlaAttentionParams& p) override {
-    cpu::MlaAttention(pool_, std::span(&p, 1));
+    k_.mla_attention(pool_, std::span(&p, 1));
   }
   void LayerNorm(const float* x, std::int64_t rows, std::int64_t dim, const WeightView& weight,
                  const WeightView& bias, float eps, float* y) override {
-    cpu::LayerNorm(x, rows, dim, weight, bias, eps, y);
+    k_.layer_norm(x, rows, dim, weight, bias, eps, y);
   }
   void Gelu(const float* x, std::int64_t n, GeluForm form, float* out) override {
-    cpu::Gelu(x, n, form, out);
+    k_.gelu(x, n, form, out);
   }
   void AddBias(float* y, std::int64_t rows, const WeightView& bias) override {
-    cpu::AddBias(y, rows, bias);
+    k_.add_bias(y, rows, bias);
   }
-  void FullAttention(const FullAttentionParams& p) override { cpu::FullAttention(pool_, p); }
+  void FullAttention(const FullAttentionParams& p) override { k_.full_attention(pool_, p); }
   void GqaAttentionBatch(std::span<const GqaAttentionParams> batch) override {
-    cpu::GqaAttention(pool_, batch);
+    k_.gqa_attention(pool_, batch);
   }
   void MlaAttentionBatch(std::span<const MlaAttentionParams> batch) override {
-    cpu::MlaAttention(pool_, batch);
+    k_.mla_attention(pool_, batch);
   }
 
  private:
+  const std::string name_;
+  const cpu::KernelTable& k_;
   cpu::ThreadPool pool_;
 };
 
 }  // namespace
 
+std::string_view CpuIsaName(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kAuto: return "auto";
+    case CpuIsa::kGeneric: return "generic";
+    case CpuIsa::kAvx2: return "avx2";
+    case CpuIsa::kAvx512: return "avx512";
+  }
+  return "unknown";
+}
+
+std::optional<CpuIsa> ParseCpuIsa(std::string_view name) {
+  for (CpuIsa isa : {CpuIsa::kAuto, CpuIsa::kGeneric, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+    if (name == CpuIsaName(isa)) return isa;
+  }
+  return std::nullopt;
+}
+
+std::vector<CpuIsa> AvailableCpuIsas() {
+  std::vector<CpuIsa> out;
+  for (CpuIsa isa : {CpuIsa::kGeneric, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+    if (Compiled(isa) && CpuRuns(isa)) out.push_back(isa);
+  }
+  return out;
+}
+
+CpuIsa ResolveCpuIsa(CpuIsa requested) {
+  const std::vector<CpuIsa> available = AvailableCpuIsas();
+  if (requested == CpuIsa::kAuto) return available.back();
+  for (CpuIsa isa : available) {
+    if (isa == requested) return isa;
+  }
+  std::string names;
+  for (CpuIsa isa : available) {
+    if (!names.empty()) names += ", ";
+    names += CpuIsaName(isa);
+  }
+  throw std::invalid_argument("CPU kernels for " + std::string(CpuIsaName(requested)) +
+                              " are not available here (this binary and CPU run: " + names + ")");
+}
+
 std::unique_ptr<Backend> CreateCpuBackend(const CpuBackendOptions& options) {
-  return std::make_unique<FastCpuBackend>(options);
+  return std::make_unique<FastCpuBackend>(options, ResolveCpuIsa(options.isa));
 }
 
 }  // namespace tandem::kernels

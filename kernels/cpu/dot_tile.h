@@ -9,7 +9,7 @@
 
 #include "simd.h"
 
-namespace tandem::kernels::cpu {
+TANDEM_KERNELS_ISA_BEGIN
 
 // The horizontal sums of a tile's accumulators, each by simd.h's one tree.
 template <int R, int O>
@@ -223,4 +223,4 @@ inline void DotTileFp8(const float* x, std::int64_t x_stride, const std::uint8_t
   StoreTile<R, O>(acc, out, out_stride);
 }
 
-}  // namespace tandem::kernels::cpu
+TANDEM_KERNELS_ISA_END

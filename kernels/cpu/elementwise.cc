@@ -6,7 +6,7 @@
 #include "simd.h"
 #include "simd_math.h"
 
-namespace tandem::kernels::cpu {
+TANDEM_KERNELS_ISA_BEGIN
 namespace {
 
 // Weight element i of a norm vector (one row) in its stored dtype.
@@ -107,4 +107,4 @@ void Embed(const WeightView& table, const std::int32_t* ids, std::int64_t rows, 
   }
 }
 
-}  // namespace tandem::kernels::cpu
+TANDEM_KERNELS_ISA_END

@@ -4,9 +4,10 @@
 // reorder a float reduction without -ffast-math, and elementwise math has no order to change).
 #include <cstdint>
 
+#include "isa.h"
 #include "tandem/kernels/backend.h"
 
-namespace tandem::kernels::cpu {
+TANDEM_KERNELS_ISA_BEGIN
 
 void RmsNorm(const float* x, std::int64_t rows, std::int64_t dim, const WeightView& weight,
              float eps, float* y);
@@ -16,4 +17,4 @@ void Rope(float* x, std::int64_t rows, int n_heads, int head_stride, int rope_di
           const float* sin, RopeLayout layout);
 void Embed(const WeightView& table, const std::int32_t* ids, std::int64_t rows, float* out);
 
-}  // namespace tandem::kernels::cpu
+TANDEM_KERNELS_ISA_END

@@ -8,7 +8,7 @@
 #include "simd.h"
 #include "simd_math.h"
 
-namespace tandem::kernels::cpu {
+TANDEM_KERNELS_ISA_BEGIN
 
 void LayerNorm(const float* x, std::int64_t rows, std::int64_t dim, const WeightView& weight,
                const WeightView& bias, float eps, float* y) {
@@ -201,4 +201,4 @@ void FullAttention(ThreadPool& pool, const FullAttentionParams& p) {
   }
 }
 
-}  // namespace tandem::kernels::cpu
+TANDEM_KERNELS_ISA_END

@@ -5,12 +5,13 @@
 
 #include <cstdint>
 
+#include "isa.h"
 #include "tandem/kernels/attention_params.h"
 #include "tandem/kernels/backend.h"
 #include "tandem/kernels/dtype.h"
 #include "thread_pool.h"
 
-namespace tandem::kernels::cpu {
+TANDEM_KERNELS_ISA_BEGIN
 
 void LayerNorm(const float* x, std::int64_t rows, std::int64_t dim, const WeightView& weight,
                const WeightView& bias, float eps, float* y);
@@ -20,4 +21,4 @@ void AddBias(float* y, std::int64_t rows, const WeightView& bias);
 void FullAttentionReference(const FullAttentionParams& p);
 void FullAttention(ThreadPool& pool, const FullAttentionParams& p);
 
-}  // namespace tandem::kernels::cpu
+TANDEM_KERNELS_ISA_END

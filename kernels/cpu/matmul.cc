@@ -5,12 +5,12 @@
 
 #include "dot_tile.h"
 
-namespace tandem::kernels::cpu {
+TANDEM_KERNELS_ISA_BEGIN
 namespace {
 
 // Tiles: kRowTile x kOutTile for batches; a single row (GEMV) takes kGemvOutTile weight rows at
 // once instead, for more independent accumulators and more weight streams in flight.
-#if defined(__AVX512F__)
+#if defined(TANDEM_SIMD_AVX512)
 constexpr int kRowTile = 4;  // 16 zmm accumulators + 4 weight chunks + 1 input chunk of 32 regs
 constexpr int kOutTile = 4;
 constexpr int kGemvOutTile = 8;
@@ -151,4 +151,4 @@ void MatMul(ThreadPool& pool, const float* x, std::int64_t rows, const WeightVie
   }
 }
 
-}  // namespace tandem::kernels::cpu
+TANDEM_KERNELS_ISA_END

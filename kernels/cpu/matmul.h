@@ -2,10 +2,11 @@
 
 #include <cstdint>
 
+#include "isa.h"
 #include "tandem/kernels/dtype.h"
 #include "thread_pool.h"
 
-namespace tandem::kernels::cpu {
+TANDEM_KERNELS_ISA_BEGIN
 
 // y[r][o] = Dot(x[r], w[o]) (simd.h's canonical order) for x: [rows][w.cols], y: [rows][w.rows].
 // Threads split the output rows; tiles share each loaded weight chunk among several input rows.
@@ -15,4 +16,4 @@ namespace tandem::kernels::cpu {
 // scale, w.scales.block_cols a power of two >= 16), never into a float32 copy of the weight.
 void MatMul(ThreadPool& pool, const float* x, std::int64_t rows, const WeightView& w, float* y);
 
-}  // namespace tandem::kernels::cpu
+TANDEM_KERNELS_ISA_END

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <vector>
 
-#include "encoder_ops.h"
+#include "kernel_table.h"
 #include "tandem/kernels/backend.h"
 
 namespace tandem::kernels {
@@ -129,15 +129,17 @@ class ReferenceCpuBackend final : public Backend {
 
   void LayerNorm(const float* x, std::int64_t rows, std::int64_t dim, const WeightView& weight,
                  const WeightView& bias, float eps, float* y) override {
-    cpu::LayerNorm(x, rows, dim, weight, bias, eps, y);
+    cpu::kGenericKernels.layer_norm(x, rows, dim, weight, bias, eps, y);
   }
   void Gelu(const float* x, std::int64_t n, GeluForm form, float* out) override {
-    cpu::Gelu(x, n, form, out);
+    cpu::kGenericKernels.gelu(x, n, form, out);
   }
   void AddBias(float* y, std::int64_t rows, const WeightView& bias) override {
-    cpu::AddBias(y, rows, bias);
+    cpu::kGenericKernels.add_bias(y, rows, bias);
   }
-  void FullAttention(const FullAttentionParams& p) override { cpu::FullAttentionReference(p); }
+  void FullAttention(const FullAttentionParams& p) override {
+    cpu::kGenericKernels.full_attention_reference(p);
+  }
 
   void MlaAttention(const MlaAttentionParams& p) override {
     std::vector<float> scores;

@@ -9,23 +9,15 @@
 #include <cstdint>
 #include <cstring>
 
+#include "isa.h"
 #include "tandem/kernels/dtype.h"
 
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-// GCC 12 flags the _mm*_undefined_* placeholders inside its own intrinsic headers as uninitialised
-// (a known false positive); the suppression covers those headers only.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#endif
 
-namespace tandem::kernels::cpu {
+TANDEM_KERNELS_ISA_BEGIN
 
 inline constexpr int kLanes = 16;
 
-#if defined(__AVX512F__)
+#if defined(TANDEM_SIMD_AVX512)
 
 struct F32x16 {
   __m512 v;
@@ -41,13 +33,11 @@ inline void Store(float* p, F32x16 a) { _mm512_storeu_ps(p, a.v); }
 // The first n (< 16) lanes from p, zeros elsewhere; memory past p + n is never touched.
 inline __mmask16 FirstLanes(int n) { return static_cast<__mmask16>((1u << n) - 1); }
 inline F32x16 LoadPartial(const float* p, int n) { return {_mm512_maskz_loadu_ps(FirstLanes(n), p)}; }
-#if defined(__AVX512BW__) && defined(__AVX512VL__)
 #define TANDEM_SIMD_HAS_BF16_PARTIAL 1
 inline F32x16 LoadPartial(const std::uint16_t* p, int n) {
   const __m256i h = _mm256_maskz_loadu_epi16(FirstLanes(n), p);
   return {_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))};
 }
-#endif
 inline void StorePartial(float* p, F32x16 a, int n) { _mm512_mask_storeu_ps(p, FirstLanes(n), a.v); }
 #define TANDEM_SIMD_HAS_F16C 1
 inline F32x16 HalvesToF32(__m256i h) { return {_mm512_cvtph_ps(h)}; }
@@ -65,7 +55,7 @@ inline void Halves(F32x16 a, __m256* lo, __m256* hi) {
   *hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a.v), 1));
 }
 
-#elif defined(__AVX2__) && defined(__FMA__)
+#elif defined(TANDEM_SIMD_AVX2)
 
 struct F32x16 {
   __m256 lo, hi;
@@ -110,7 +100,6 @@ inline void Halves(F32x16 a, __m256* lo, __m256* hi) {
   *lo = a.lo;
   *hi = a.hi;
 }
-#if defined(__F16C__)
 #define TANDEM_SIMD_HAS_F16C 1
 inline F32x16 HalvesToF32(__m256i h) {
   return {_mm256_cvtph_ps(_mm256_castsi256_si128(h)), _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1))};
@@ -144,7 +133,6 @@ inline F32x8 InRegister(F32x8 a) {
 }
 inline F32x8 MulHalf(F32x8 a, float b) { return _mm256_mul_ps(a, _mm256_set1_ps(b)); }
 inline F32x16 Join(F32x8 lo, F32x8 hi) { return {lo, hi}; }
-#endif
 
 #else  // portable fallback: same lanes, same tree; multiply and add are separate operations here
 
@@ -283,7 +271,7 @@ inline F32x8 LoadRowHalf(F16Row r, std::int64_t k, int h) { return LoadF16Half(r
 
 // The one horizontal-sum tree: lane i + lane i+8, then +4, +2, +1.
 inline float HorizontalSum(F32x16 a) {
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#if defined(TANDEM_SIMD_AVX512) || defined(TANDEM_SIMD_AVX2)
   __m256 lo, hi;
   Halves(a, &lo, &hi);
   const __m256 s8 = _mm256_add_ps(lo, hi);
@@ -305,7 +293,7 @@ inline float HorizontalSum(F32x16 a) {
 template <int N>
 __attribute__((always_inline)) inline void HorizontalSums(const F32x16 (&acc)[N], float* out) {
   static_assert(N >= 1 && N <= 16);
-#if defined(__AVX512F__)
+#if defined(TANDEM_SIMD_AVX512)
   // Slot j feeds accumulator Slot(j) so that the shuffles below leave sum i in lane i.
   auto slot = [&](int j) {
     const int i = 4 * (j % 4) + j / 4;
@@ -365,4 +353,4 @@ inline float Dot(const float* x, const W* w, std::int64_t n) {
   return HorizontalSum(acc);
 }
 
-}  // namespace tandem::kernels::cpu
+TANDEM_KERNELS_ISA_END

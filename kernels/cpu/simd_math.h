@@ -7,12 +7,14 @@
 #include <cstdint>
 #include <cstring>
 
+#include "isa.h"
+
 // These are inline helpers, never an ABI boundary; GCC warns about passing 64-byte vectors by
 // value when the build lacks AVX-512.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"
 
-namespace tandem::kernels::cpu {
+TANDEM_KERNELS_ISA_BEGIN
 
 typedef float V16f __attribute__((vector_size(64)));
 typedef std::int32_t V16i __attribute__((vector_size(64)));
@@ -94,6 +96,6 @@ inline float ExpAndSum(float* scores, int n) {
   return sum;
 }
 
-}  // namespace tandem::kernels::cpu
+TANDEM_KERNELS_ISA_END
 
 #pragma GCC diagnostic pop

@@ -41,15 +41,25 @@ std::vector<float> Multiply(Backend& b, const std::vector<float>& x, std::int64_
   return y;
 }
 
+// The ISA copy simd.h compiled to in this file (the test's own flags), whose Dot() is the one below.
+#if defined(TANDEM_SIMD_AVX512)
+constexpr CpuIsa kDotIsa = CpuIsa::kAvx512;
+#elif defined(TANDEM_SIMD_AVX2)
+constexpr CpuIsa kDotIsa = CpuIsa::kAvx2;
+#else
+constexpr CpuIsa kDotIsa = CpuIsa::kGeneric;
+#endif
+
 class MatMulShapes
-    : public ::testing::TestWithParam<std::tuple<DType, std::int64_t, std::int64_t, std::int64_t>> {};
+    : public ::testing::TestWithParam<
+          std::tuple<DType, std::int64_t, std::int64_t, std::int64_t, CpuIsa>> {};
 
 TEST_P(MatMulShapes, MatchesReference) {
-  const auto [dtype, rows, out, in] = GetParam();
+  const auto [dtype, rows, out, in, isa] = GetParam();
   std::mt19937 rng(static_cast<unsigned>(rows * 7919 + out * 131 + in));
   TestWeight w(out, in, dtype, rng);
   const std::vector<float> x = RandomFloats(rows * in, rng);
-  auto fast = CreateCpuBackend({.num_threads = 2});
+  auto fast = CreateCpuBackend({.num_threads = 2, .isa = isa});
   auto ref = CreateReferenceCpuBackend();
   testing::ExpectClose(Multiply(*fast, x, rows, w.view), Multiply(*ref, x, rows, w.view),
                        DotBound(x, rows, w.view), 1e-5f);
@@ -60,18 +70,27 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3),
                        ::testing::Values<std::int64_t>(1, 3, 16, 21),
                        ::testing::Values<std::int64_t>(1, 5, 64, 131),
-                       ::testing::Values<std::int64_t>(1, 7, 16, 64, 100, 1000)));
+                       ::testing::Values<std::int64_t>(1, 7, 16, 64, 100, 1000),
+                       ::testing::ValuesIn(AvailableCpuIsas())),
+    (testing::IsaParamName<MatMulShapes::ParamType, 4>));
 
-class MatMulInvariance : public ::testing::TestWithParam<DType> {};
+// Every ISA copy this binary and CPU run: batch invariance is a property of each.
+class MatMulInvariance : public ::testing::TestWithParam<std::tuple<DType, CpuIsa>> {
+ protected:
+  DType dtype() const { return std::get<0>(GetParam()); }
+  std::unique_ptr<Backend> Fast(int threads) const {
+    return CreateCpuBackend({.num_threads = threads, .isa = std::get<1>(GetParam())});
+  }
+};
 
 TEST_P(MatMulInvariance, RowResultDoesNotDependOnBatch) {
   // 16 x 67 x 257 is above the threading threshold, one row alone is below it: both paths and
   // every row-tile remainder are exercised.
   constexpr std::int64_t kRows = 16, kOut = 67, kIn = 257;
   std::mt19937 rng(42);
-  TestWeight w(kOut, kIn, GetParam(), rng);
+  TestWeight w(kOut, kIn, dtype(), rng);
   const std::vector<float> x = RandomFloats(kRows * kIn, rng);
-  auto fast = CreateCpuBackend({.num_threads = 2});
+  auto fast = Fast(2);
   const std::vector<float> batch = Multiply(*fast, x, kRows, w.view);
 
   for (std::int64_t r = 0; r < kRows; ++r) {
@@ -101,11 +120,11 @@ TEST_P(MatMulInvariance, RowResultDoesNotDependOnBatch) {
 TEST_P(MatMulInvariance, ThreadCountDoesNotChangeBits) {
   constexpr std::int64_t kRows = 9, kOut = 301, kIn = 515;
   std::mt19937 rng(7);
-  TestWeight w(kOut, kIn, GetParam(), rng);
+  TestWeight w(kOut, kIn, dtype(), rng);
   const std::vector<float> x = RandomFloats(kRows * kIn, rng);
-  const std::vector<float> one = Multiply(*CreateCpuBackend({.num_threads = 1}), x, kRows, w.view);
+  const std::vector<float> one = Multiply(*Fast(1), x, kRows, w.view);
   for (int threads : {2, 3, 8}) {
-    const std::vector<float> y = Multiply(*CreateCpuBackend({.num_threads = threads}), x, kRows, w.view);
+    const std::vector<float> y = Multiply(*Fast(threads), x, kRows, w.view);
     EXPECT_TRUE(BitEqual(y.data(), one.data(), one.size())) << threads << " threads";
   }
 }
@@ -117,9 +136,12 @@ TEST_P(MatMulInvariance, ThreadCountDoesNotChangeBits) {
 TEST_P(MatMulInvariance, EveryElementIsTheCanonicalDot) {
   constexpr std::int64_t kOut = 7, kIn = 1100;
   std::mt19937 rng(5);
-  TestWeight w(kOut, kIn, GetParam(), rng);
+  if (std::get<1>(GetParam()) != kDotIsa) {
+    GTEST_SKIP() << "this file's Dot() is the " << CpuIsaName(kDotIsa) << " copy's";
+  }
+  TestWeight w(kOut, kIn, dtype(), rng);
   const std::vector<float> x = RandomFloats(16 * kIn, rng);
-  auto fast = CreateCpuBackend({.num_threads = 1});
+  auto fast = Fast(1);
   for (std::int64_t rows : {1, 2, 3, 4, 5, 6, 7, 8, 9, 16}) {
     const std::vector<float> y = Multiply(*fast, x, rows, w.view);
     for (std::int64_t r = 0; r < rows; ++r) {
@@ -139,8 +161,8 @@ TEST_P(MatMulInvariance, EveryElementIsTheCanonicalDot) {
 TEST_P(MatMulInvariance, SameBitsAsFloat32Twin) {
   constexpr std::int64_t kOut = 67, kIn = 257;
   std::mt19937 rng(5);
-  TestWeight w(kOut, kIn, GetParam(), rng);
-  auto fast = CreateCpuBackend({.num_threads = 2});
+  TestWeight w(kOut, kIn, dtype(), rng);
+  auto fast = Fast(2);
   for (std::int64_t rows : {1, 2, 3, 4, 5, 16}) {
     const std::vector<float> x = RandomFloats(rows * kIn, rng);
     const std::vector<float> y = Multiply(*fast, x, rows, w.view);
@@ -155,8 +177,11 @@ TEST_P(MatMulInvariance, SameBitsAsFloat32Twin) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, MatMulInvariance,
-                         ::testing::Values(DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3));
+INSTANTIATE_TEST_SUITE_P(
+    Dtypes, MatMulInvariance,
+    ::testing::Combine(::testing::Values(DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3),
+                       ::testing::ValuesIn(AvailableCpuIsas())),
+    (testing::IsaParamName<MatMulInvariance::ParamType, 1>));
 
 TEST(CpuMatMul, LongReductionMatchesReference) {
   std::mt19937 rng(3);

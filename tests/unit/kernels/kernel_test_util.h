@@ -9,9 +9,12 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "tandem/kernels/attention_params.h"
+#include "tandem/kernels/backend.h"
 #include "tandem/kernels/dtype.h"
 
 namespace tandem::kernels::testing {
@@ -116,6 +119,13 @@ inline void ExpectClose(const std::vector<float>& got, const std::vector<float>&
       ++failures;
     }
   }
+}
+
+// Names of tests parameterised over the ISA copies (tuple element IsaIndex): the case's index and
+// the ISA, so that a failure says which copy failed.
+template <typename Tuple, std::size_t IsaIndex>
+std::string IsaParamName(const ::testing::TestParamInfo<Tuple>& info) {
+  return std::to_string(info.index) + "_" + std::string(CpuIsaName(std::get<IsaIndex>(info.param)));
 }
 
 inline bool BitEqual(const float* a, const float* b, std::size_t n) {

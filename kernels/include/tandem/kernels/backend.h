@@ -4,7 +4,9 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <optional>
 #include <string_view>
+#include <vector>
 
 #include "tandem/kernels/attention_params.h"
 #include "tandem/kernels/dtype.h"
@@ -77,11 +79,31 @@ class Backend {
   }
 };
 
+// The instruction sets the fast CPU backend has kernels for. One binary carries a copy of the
+// kernels per ISA and picks one at run time. AVX2 means AVX2 + FMA + F16C; AVX-512 means F, BW, VL
+// and DQ on top. The AVX2 and AVX-512 copies give bit-identical results (the same operations in the
+// same order, held in ymm pairs or zmm); the generic copy rounds products before adding them (no
+// FMA), so its bits differ from theirs in the last places.
+enum class CpuIsa : std::uint8_t { kAuto, kGeneric, kAvx2, kAvx512 };
+
+std::string_view CpuIsaName(CpuIsa isa);  // "auto", "generic", "avx2", "avx512"
+std::optional<CpuIsa> ParseCpuIsa(std::string_view name);
+// The ISAs this binary has kernels for and this CPU (and OS) can run, best last; never empty.
+std::vector<CpuIsa> AvailableCpuIsas();
+
 struct CpuBackendOptions {
   int num_threads = 0;  // 0: hardware concurrency
+  // kAuto: the best of AvailableCpuIsas(). Another value must be one of them; CreateCpuBackend
+  // throws std::invalid_argument otherwise (a startup error: callers validate flags first).
+  CpuIsa isa = CpuIsa::kAuto;
 };
 
+// The ISA CreateCpuBackend(options) runs: options.isa, or the best available for kAuto. Throws
+// std::invalid_argument for an ISA that is not available.
+CpuIsa ResolveCpuIsa(CpuIsa requested);
+
 // The fast CPU backend: vectorised, multithreaded over output rows / attention (token, head) pairs.
+// Its name() is "cpu-" and the ISA it runs, ResolveCpuIsa(options.isa): "cpu-avx512".
 std::unique_ptr<Backend> CreateCpuBackend(const CpuBackendOptions& options);
 
 // Single-threaded scalar loops that define every op's semantics: the oracle the fast backends are

@@ -1,0 +1,39 @@
+// One ISA copy's table (compiled once per copy, like the kernels it points at).
+#include "kernel_table.h"
+
+#include "attention.h"
+#include "elementwise.h"
+#include "encoder_ops.h"
+#include "isa.h"
+#include "matmul.h"
+
+namespace tandem::kernels::cpu {
+
+#if defined(TANDEM_KERNELS_BUILD_AVX512)
+#define TANDEM_KERNELS_TABLE kAvx512Kernels
+#elif defined(TANDEM_KERNELS_BUILD_AVX2)
+#define TANDEM_KERNELS_TABLE kAvx2Kernels
+#elif defined(TANDEM_KERNELS_BUILD_GENERIC)
+#define TANDEM_KERNELS_TABLE kGenericKernels
+#else
+#error "kernel_table.cc is compiled once per ISA copy, with TANDEM_KERNELS_BUILD_<ISA> defined"
+#endif
+
+// Constant-initialised: no code of this copy runs before the backend has checked the CPU.
+constinit const KernelTable TANDEM_KERNELS_TABLE = {
+    .mat_mul = &MatMul,
+    .gqa_attention = &GqaAttention,
+    .mla_attention = &MlaAttention,
+    .rms_norm = &RmsNorm,
+    .silu_mul = &SiluMul,
+    .axpy = &Axpy,
+    .rope = &Rope,
+    .embed = &Embed,
+    .layer_norm = &LayerNorm,
+    .gelu = &Gelu,
+    .add_bias = &AddBias,
+    .full_attention = &FullAttention,
+    .full_attention_reference = &FullAttentionReference,
+};
+
+}  // namespace tandem::kernels::cpu

@@ -1,0 +1,41 @@
+#pragma once
+// The fast backend's kernels as one table per compiled ISA copy (isa.h), so that the backend picks
+// a copy once, by CPUID, and calls through it. Code outside the copies sees only this header.
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "tandem/kernels/attention_params.h"
+#include "tandem/kernels/backend.h"
+#include "tandem/kernels/dtype.h"
+#include "thread_pool.h"
+
+namespace tandem::kernels::cpu {
+
+struct KernelTable {
+  void (*mat_mul)(ThreadPool& pool, const float* x, std::int64_t rows, const WeightView& w,
+                  float* y);
+  void (*gqa_attention)(ThreadPool& pool, std::span<const GqaAttentionParams> batch);
+  void (*mla_attention)(ThreadPool& pool, std::span<const MlaAttentionParams> batch);
+  void (*rms_norm)(const float* x, std::int64_t rows, std::int64_t dim, const WeightView& weight,
+                   float eps, float* y);
+  void (*silu_mul)(const float* gate, const float* up, std::int64_t n, float* out);
+  void (*axpy)(float alpha, const float* x, std::int64_t n, float* y);
+  void (*rope)(float* x, std::int64_t rows, int n_heads, int head_stride, int rope_dim,
+               const float* cos, const float* sin, RopeLayout layout);
+  void (*embed)(const WeightView& table, const std::int32_t* ids, std::int64_t rows, float* out);
+  void (*layer_norm)(const float* x, std::int64_t rows, std::int64_t dim, const WeightView& weight,
+                     const WeightView& bias, float eps, float* y);
+  void (*gelu)(const float* x, std::int64_t n, GeluForm form, float* out);
+  void (*add_bias)(float* y, std::int64_t rows, const WeightView& bias);
+  void (*full_attention)(ThreadPool& pool, const FullAttentionParams& p);
+  void (*full_attention_reference)(const FullAttentionParams& p);
+};
+
+// Defined by the copies the build compiled (kernels/CMakeLists.txt: TANDEM_KERNELS_ISAS); the
+// generic one always exists.
+extern const KernelTable kGenericKernels;
+extern const KernelTable kAvx2Kernels;
+extern const KernelTable kAvx512Kernels;
+
+}  // namespace tandem::kernels::cpu
