@@ -1,4 +1,5 @@
-// The fast CPU row-wise ops against the reference backend, on odd sizes and every weight dtype.
+// The fast CPU row-wise ops against the reference backend, on odd sizes and every weight dtype, in
+// every ISA copy of the kernels this binary and CPU can run.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,10 +15,10 @@ namespace {
 using testing::RandomFloats;
 using testing::TestWeight;
 
-class CpuElementwise : public ::testing::Test {
+class CpuElementwise : public ::testing::TestWithParam<CpuIsa> {
  protected:
   std::mt19937 rng_{1234};
-  std::unique_ptr<Backend> fast_ = CreateCpuBackend({.num_threads = 2});
+  std::unique_ptr<Backend> fast_ = CreateCpuBackend({.num_threads = 2, .isa = GetParam()});
   std::unique_ptr<Backend> ref_ = CreateReferenceCpuBackend();
 };
 
@@ -27,7 +28,7 @@ std::vector<float> AbsPlusOne(const std::vector<float>& v) {
   return out;
 }
 
-TEST_F(CpuElementwise, RmsNormMatchesReference) {
+TEST_P(CpuElementwise, RmsNormMatchesReference) {
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3}) {
     for (std::int64_t dim : {1, 7, 16, 64, 333}) {
       constexpr std::int64_t kRows = 5;
@@ -45,7 +46,7 @@ TEST_F(CpuElementwise, RmsNormMatchesReference) {
   }
 }
 
-TEST_F(CpuElementwise, SiluMulMatchesReference) {
+TEST_P(CpuElementwise, SiluMulMatchesReference) {
   constexpr std::int64_t kRows = 3, kHidden = 173;
   const std::vector<float> gate = RandomFloats(kRows * kHidden, rng_, -8.0f, 8.0f);
   const std::vector<float> up = RandomFloats(kRows * kHidden, rng_, -2.0f, 2.0f);
@@ -55,7 +56,7 @@ TEST_F(CpuElementwise, SiluMulMatchesReference) {
   testing::ExpectClose(got, want, AbsPlusOne(want), 1e-5f);
 }
 
-TEST_F(CpuElementwise, SiluMulAndRmsNormRowsDoNotDependOnBatch) {
+TEST_P(CpuElementwise, SiluMulAndRmsNormRowsDoNotDependOnBatch) {
   // hidden = 173 is not a multiple of the vector width: rows start mid-chunk in the flat array.
   constexpr std::int64_t kRows = 7, kHidden = 173;
   const std::vector<float> gate = RandomFloats(kRows * kHidden, rng_, -10.0f, 10.0f);
@@ -71,11 +72,12 @@ TEST_F(CpuElementwise, SiluMulAndRmsNormRowsDoNotDependOnBatch) {
     fast_->SiluMul(g.data(), u.data(), 1, kHidden, one.data());
     fast_->RmsNorm(g.data(), 1, kHidden, w.view, 1e-6f, one_norm.data());
     EXPECT_TRUE(testing::BitEqual(one.data(), silu.data() + r * kHidden, kHidden)) << "row " << r;
-    EXPECT_TRUE(testing::BitEqual(one_norm.data(), norm.data() + r * kHidden, kHidden)) << "row " << r;
+    EXPECT_TRUE(testing::BitEqual(one_norm.data(), norm.data() + r * kHidden, kHidden))
+        << "row " << r;
   }
 }
 
-TEST_F(CpuElementwise, SiluMulHandlesExtremeGates) {
+TEST_P(CpuElementwise, SiluMulHandlesExtremeGates) {
   const std::vector<float> gate = {-1000.0f, -100.0f, -88.0f, -20.0f, 0.0f, 20.0f, 88.0f, 100.0f,
                                    1000.0f, -0.5f, 3.0f, -3.0f, 7.0f, -7.0f, 50.0f, -50.0f, 1.0f};
   const std::vector<float> up(gate.size(), 1.5f);
@@ -85,7 +87,7 @@ TEST_F(CpuElementwise, SiluMulHandlesExtremeGates) {
   testing::ExpectClose(got, want, AbsPlusOne(want), 1e-5f);
 }
 
-TEST_F(CpuElementwise, AxpyMatchesReference) {
+TEST_P(CpuElementwise, AxpyMatchesReference) {
   constexpr std::int64_t kN = 1031;
   const std::vector<float> x = RandomFloats(kN, rng_);
   const std::vector<float> y0 = RandomFloats(kN, rng_);
@@ -95,7 +97,7 @@ TEST_F(CpuElementwise, AxpyMatchesReference) {
   testing::ExpectClose(got, want, AbsPlusOne(want), 1e-6f);
 }
 
-TEST_F(CpuElementwise, RopeMatchesReferenceInBothLayouts) {
+TEST_P(CpuElementwise, RopeMatchesReferenceInBothLayouts) {
   // head_stride > rope_dim: only the first rope_dim dims of each head rotate (MLA's rope slice).
   constexpr std::int64_t kRows = 3;
   constexpr int kHeads = 5, kStride = 24, kRopeDim = 10;
@@ -115,7 +117,7 @@ TEST_F(CpuElementwise, RopeMatchesReferenceInBothLayouts) {
   }
 }
 
-TEST_F(CpuElementwise, EmbedMatchesReference) {
+TEST_P(CpuElementwise, EmbedMatchesReference) {
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3}) {
     TestWeight table(37, 19, dtype, rng_);
     const std::vector<std::int32_t> ids = {36, 0, 5, 5, 17};
@@ -126,13 +128,16 @@ TEST_F(CpuElementwise, EmbedMatchesReference) {
   }
 }
 
-TEST_F(CpuElementwise, AllocateFloatsIsZeroedAndAligned) {
+TEST_P(CpuElementwise, AllocateFloatsIsZeroedAndAligned) {
   float* p = fast_->AllocateFloats(1000);
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 64, 0u);
   for (int i = 0; i < 1000; ++i) ASSERT_EQ(p[i], 0.0f);
   fast_->Free(p);
 }
+
+INSTANTIATE_TEST_SUITE_P(Isas, CpuElementwise, ::testing::ValuesIn(AvailableCpuIsas()),
+                         testing::IsaName);
 
 }  // namespace
 }  // namespace tandem::kernels

@@ -18,10 +18,14 @@ WeightView Row(const std::vector<float>& v) {
   return WeightView{v.data(), DType::kF32, 1, static_cast<std::int64_t>(v.size()), {}};
 }
 
+// The reference backend and the fast one in every ISA copy this binary and CPU can run; each
+// name()s its ISA ("cpu-avx2"), so a failure says which copy failed.
 std::vector<std::unique_ptr<Backend>> Backends() {
   std::vector<std::unique_ptr<Backend>> b;
   b.push_back(CreateReferenceCpuBackend());
-  b.push_back(CreateCpuBackend({.num_threads = 3}));
+  for (CpuIsa isa : AvailableCpuIsas()) {
+    b.push_back(CreateCpuBackend({.num_threads = 3, .isa = isa}));
+  }
   return b;
 }
 
@@ -31,6 +35,7 @@ TEST(CpuEncoderOpsTest, LayerNormMatchesHandComputedRows) {
   const std::vector<float> x = {1, 2, 3, 4, 1001, 1002, 1003, 1004};
   const std::vector<float> w = {1.0f, 2.0f, 0.5f, -1.0f}, b = {0.0f, 1.0f, -1.0f, 0.25f};
   for (auto& be : Backends()) {
+    SCOPED_TRACE(be->name());
     std::vector<float> y(8);
     be->LayerNorm(x.data(), 2, 4, Row(w), Row(b), 1e-5f, y.data());
     const double inv = 1.0 / std::sqrt(1.25 + 1e-5);
@@ -50,6 +55,7 @@ TEST(CpuEncoderOpsTest, LayerNormMatchesHandComputedRows) {
 TEST(CpuEncoderOpsTest, GeluBothForms) {
   const std::vector<float> x = {-3.0f, -1.0f, 0.0f, 0.5f, 1.0f, 4.0f};
   for (auto& be : Backends()) {
+    SCOPED_TRACE(be->name());
     std::vector<float> erf(x.size()), tanh_form(x.size());
     be->Gelu(x.data(), static_cast<std::int64_t>(x.size()), GeluForm::kErf, erf.data());
     be->Gelu(x.data(), static_cast<std::int64_t>(x.size()), GeluForm::kTanh, tanh_form.data());
@@ -68,6 +74,7 @@ TEST(CpuEncoderOpsTest, GeluBothForms) {
 TEST(CpuEncoderOpsTest, AddBiasAddsToEveryRow) {
   const std::vector<float> b = {1.0f, -2.0f, 0.5f};
   for (auto& be : Backends()) {
+    SCOPED_TRACE(be->name());
     std::vector<float> y = {0, 0, 0, 10, 10, 10};
     be->AddBias(y.data(), 2, Row(b));
     EXPECT_EQ(y, (std::vector<float>{1, -2, 0.5f, 11, 8, 10.5f}));
@@ -89,12 +96,14 @@ TEST(CpuEncoderOpsTest, FastFullAttentionMatchesReferenceAcrossQueryChunks) {
   std::mt19937 rng(7);
   // 300 tokens: more than one 256-query chunk of the fast path.
   QkvCase c{300, 3, 16, RandomFloats(300 * 3 * 48, rng, -2.0f, 2.0f)};
-  auto ref = CreateReferenceCpuBackend();
-  auto fast = CreateCpuBackend({.num_threads = 3});
-  std::vector<float> a(300 * 48), b(300 * 48);
-  ref->FullAttention(c.Params(a.data()));
-  fast->FullAttention(c.Params(b.data()));
-  for (std::size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 2e-5) << i;
+  std::vector<float> a(300 * 48);
+  CreateReferenceCpuBackend()->FullAttention(c.Params(a.data()));
+  for (CpuIsa isa : AvailableCpuIsas()) {
+    SCOPED_TRACE(CpuIsaName(isa));
+    std::vector<float> b(300 * 48);
+    CreateCpuBackend({.num_threads = 3, .isa = isa})->FullAttention(c.Params(b.data()));
+    for (std::size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 2e-5) << i;
+  }
 }
 
 TEST(CpuEncoderOpsTest, FullAttentionIsBidirectional) {

@@ -128,6 +128,11 @@ std::string IsaParamName(const ::testing::TestParamInfo<Tuple>& info) {
   return std::to_string(info.index) + "_" + std::string(CpuIsaName(std::get<IsaIndex>(info.param)));
 }
 
+// Names of tests parameterised over the ISA copies alone: the ISA.
+inline std::string IsaName(const ::testing::TestParamInfo<CpuIsa>& info) {
+  return std::string(CpuIsaName(info.param));
+}
+
 inline bool BitEqual(const float* a, const float* b, std::size_t n) {
   return std::memcmp(a, b, n * sizeof(float)) == 0;
 }
