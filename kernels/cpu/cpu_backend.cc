@@ -16,6 +16,9 @@ namespace {
 // __builtin_cpu_supports also requires the OS to save the vector registers (XCR0).
 bool CpuRuns(CpuIsa isa) {
 #if defined(__x86_64__) || defined(__i386__)
+  // Callers may run during static initialisation (test registration), before libgcc has read the
+  // CPU's features itself.
+  __builtin_cpu_init();
   switch (isa) {
     case CpuIsa::kAvx512:
       if (!(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -156,19 +159,25 @@ std::vector<CpuIsa> AvailableCpuIsas() {
   return out;
 }
 
-CpuIsa ResolveCpuIsa(CpuIsa requested) {
-  const std::vector<CpuIsa> available = AvailableCpuIsas();
-  if (requested == CpuIsa::kAuto) return available.back();
-  for (CpuIsa isa : available) {
-    if (isa == requested) return isa;
-  }
+bool IsCpuIsaAvailable(CpuIsa isa) {
+  return isa == CpuIsa::kAuto || (Compiled(isa) && CpuRuns(isa));
+}
+
+std::string AvailableCpuIsaNames() {
   std::string names;
-  for (CpuIsa isa : available) {
+  for (CpuIsa isa : AvailableCpuIsas()) {
     if (!names.empty()) names += ", ";
     names += CpuIsaName(isa);
   }
+  return names;
+}
+
+CpuIsa ResolveCpuIsa(CpuIsa requested) {
+  if (requested == CpuIsa::kAuto) return AvailableCpuIsas().back();
+  if (IsCpuIsaAvailable(requested)) return requested;
   throw std::invalid_argument("CPU kernels for " + std::string(CpuIsaName(requested)) +
-                              " are not available here (this binary and CPU run: " + names + ")");
+                              " are not available here (this binary and CPU run: " +
+                              AvailableCpuIsaNames() + ")");
 }
 
 std::unique_ptr<Backend> CreateCpuBackend(const CpuBackendOptions& options) {

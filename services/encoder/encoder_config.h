@@ -17,6 +17,7 @@ struct EncoderConfig {
   std::string metrics_listen;
   std::string port_file;
   int threads = 0;
+  std::string cpu_isa = "auto";    // kernels::ParseCpuIsa
   int cache_mb = 2048;             // rows kept for reuse (byte-bounded LRU)
   int lease_ms = 30000;            // default pin time for a prefill to fetch the rows
   int max_concurrent_encodes = 1;  // tower runs at once (each uses every compute thread)

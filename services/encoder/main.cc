@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <iostream>
+#include <optional>
 #include <random>
 
 #include "absl/cleanup/cleanup.h"
@@ -64,7 +65,12 @@ int Run(int argc, char** argv) {
   if (cfg.worker_id.empty()) cfg.worker_id = absl::StrCat("encoder-", incarnation % 100000);
   config::StopSignals stop;
 
-  auto backend = kernels::CreateCpuBackend({cfg.threads});
+  const std::optional<kernels::CpuIsa> cpu_isa = kernels::ParseCpuIsa(cfg.cpu_isa);
+  if (!cpu_isa || !kernels::IsCpuIsaAvailable(*cpu_isa)) {
+    return Fail(absl::StrCat("--cpu-isa ", cfg.cpu_isa, ": this binary and CPU run auto, ",
+                             kernels::AvailableCpuIsaNames()));
+  }
+  auto backend = kernels::CreateCpuBackend({.num_threads = cfg.threads, .isa = *cpu_isa});
   auto tower = model::LoadVisionTower(cfg.model, backend.get());
   if (!tower.ok()) return Fail(absl::StrCat("vision tower: ", tower.status().message()));
   image::ImageLimits limits;
@@ -159,7 +165,7 @@ int Run(int argc, char** argv) {
   }
   std::cerr << "encoder " << cfg.worker_id << " (" << encoder.tower().kind() << ", "
             << encoder.tower().hidden_size() << " per row) serving images for "
-            << cfg.served_model_name << " on " << endpoint << "\n";
+            << cfg.served_model_name << " on " << endpoint << " (" << backend->name() << ")\n";
 
   // Drain: readiness fails and the router hears it with the next heartbeat; images being encoded
   // finish (bounded); rows already leased stay fetchable until the server stops.

@@ -33,7 +33,7 @@ engine::SamplingParams SamplingFor(const GenerateOptions& o, const ModelTokenize
 
 absl::Status RunGenerate(const GenerateOptions& options, std::ostream& out) {
   std::unique_ptr<kernels::Backend> backend =
-      kernels::CreateCpuBackend({.num_threads = options.threads});
+      kernels::CreateCpuBackend({.num_threads = options.threads, .isa = options.cpu_isa});
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model,
                           model::LoadModel(options.model, {}, backend.get()));
   TANDEM_ASSIGN_OR_RETURN(ModelTokenizer tok,

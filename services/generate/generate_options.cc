@@ -1,5 +1,8 @@
 #include "generate_options.h"
 
+#include <optional>
+#include <string>
+
 #include "absl/strings/str_cat.h"
 
 namespace tandem::generate {
@@ -24,6 +27,8 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(int argc, const char* const* 
   flags.Int("threads", &o.threads, "CPU threads (0: all cores)", "TANDEM_THREADS");
   flags.Bool("print-ids", &o.print_ids, "also print prompt_ids: and output_ids: lines");
   flags.Int("kv-cache-mb", &o.kv_cache_mb, "KV cache size in MiB", "TANDEM_KV_CACHE_MB");
+  std::string cpu_isa = "auto";
+  flags.String("cpu-isa", &cpu_isa, "CPU kernels: auto (the best this CPU runs), generic, avx2 or avx512", "TANDEM_CPU_ISA");
 
   if (absl::Status st = flags.Parse(argc, argv, env); !st.ok()) return st;
   if (flags.help_requested()) {
@@ -48,6 +53,13 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(int argc, const char* const* 
     return absl::InvalidArgumentError(
         absl::StrCat("--kv-cache-mb must be >= 1, got ", o.kv_cache_mb));
   }
+  const std::optional<kernels::CpuIsa> isa = kernels::ParseCpuIsa(cpu_isa);
+  if (!isa || !kernels::IsCpuIsaAvailable(*isa)) {
+    return absl::InvalidArgumentError(absl::StrCat("--cpu-isa ", cpu_isa,
+                                                   ": this binary and CPU run auto, ",
+                                                   kernels::AvailableCpuIsaNames()));
+  }
+  o.cpu_isa = *isa;
   // Sampling ranges are checked by the engine with the same messages the servers give.
   return parsed;
 }

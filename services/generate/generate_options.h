@@ -5,6 +5,7 @@
 
 #include "absl/status/statusor.h"
 #include "tandem/config/flags.h"
+#include "tandem/kernels/backend.h"
 
 namespace tandem::generate {
 
@@ -17,6 +18,7 @@ struct GenerateOptions {
   int top_k = 0;
   std::int64_t seed = -1;  // < 0: derived from the request id
   int threads = 0;         // 0: hardware concurrency
+  kernels::CpuIsa cpu_isa = kernels::CpuIsa::kAuto;
   bool print_ids = false;
   int kv_cache_mb = 256;
 };

@@ -1,6 +1,5 @@
 #include "worker_app.h"
 
-
 #include <signal.h>
 #include <unistd.h>
 
@@ -9,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <random>
 
 #include "absl/cleanup/cleanup.h"
@@ -81,7 +81,12 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
 
   config::StopSignals stop;  // before any thread starts
 
-  auto backend = kernels::CreateCpuBackend({cfg.threads});
+  const std::optional<kernels::CpuIsa> cpu_isa = kernels::ParseCpuIsa(cfg.cpu_isa);
+  if (!cpu_isa || !kernels::IsCpuIsaAvailable(*cpu_isa)) {
+    return Fail(absl::StrCat("--cpu-isa ", cfg.cpu_isa, ": this binary and CPU run auto, ",
+                             kernels::AvailableCpuIsaNames()));
+  }
+  auto backend = kernels::CreateCpuBackend({.num_threads = cfg.threads, .isa = *cpu_isa});
   model::LoadOptions load_options;
   load_options.served_name = cfg.served_model_name;
   auto model = model::LoadModel(cfg.model, load_options, backend.get());
@@ -104,7 +109,8 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
   const std::string kv_layout_id =
       KvDiskSubdir((*model)->config(), (*model)->kv_layout(), cfg.block_size);
   auto worker_metrics = WorkerMetrics::Create(RoleName(role), cfg.worker_id,
-                                              {cfg.generation, kv_layout_id});
+                                              {cfg.generation, kv_layout_id,
+                                               std::string(backend->name())});
   if (!worker_metrics.ok()) return Fail(std::string(worker_metrics.status().message()));
   // Every router replica behind --router: registration, heartbeats, KV event streams. Declared
   // before the engine loop so that it outlives the engine that sends it device events.
@@ -261,7 +267,7 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
     if (!written.ok()) return Fail(std::string(written.message()));
   }
   std::cerr << RoleName(role) << " " << cfg.worker_id << " serving " << (*model)->config().name
-            << " on " << endpoint << "\n";
+            << " on " << endpoint << " (" << backend->name() << ")\n";
 
   // The drain (docs/deployment.md, "Drain"): readiness fails and the router hears "draining" at
   // once; what this worker holds (streams, prefills, KV reservations awaiting their handoff)

@@ -104,9 +104,9 @@ absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(const std::
   auto info = Child(r.AddGauge("tandem_worker_build_info",
                                "1, labelled with the build and rollout identity of this worker.",
                                {"role", "worker", "version", "commit", "generation",
-                                "kv_layout_id"}),
+                                "kv_layout_id", "backend"}),
                     {role, worker_id, b.version, b.git_commit, build.generation,
-                     build.kv_layout_id});
+                     build.kv_layout_id, build.backend});
   if (!info.ok()) return info.status();
   (*info)->Set(1);
   return m;

@@ -23,6 +23,7 @@ class WorkerMetrics {
   struct BuildLabels {
     std::string generation;    // --generation
     std::string kv_layout_id;  // what a prefill/decode pair must share (KvDiskSubdir)
+    std::string backend;       // the compute backend and the kernels' ISA copy, "cpu-avx2"
   };
   static absl::StatusOr<std::unique_ptr<WorkerMetrics>> Create(const std::string& role,
                                                                const std::string& worker_id,

@@ -167,6 +167,7 @@ TEST_F(DrainTest, WorkersExportTheScalingSignals) {
   EXPECT_EQ(testing::MetricValue(prefill, "tandem_worker_draining"), 0);
   EXPECT_NE(prefill.find("generation=\"g7\""), std::string::npos) << prefill;
   EXPECT_NE(prefill.find("tandem_worker_build_info{"), std::string::npos);
+  EXPECT_NE(prefill.find("backend=\"cpu-"), std::string::npos) << prefill;
 
   const std::string decode = testing::HttpGet(decode_.ports[1], "/metrics");
   const double kv = testing::MetricValue(decode, "tandem_worker_kv_utilization");

@@ -62,13 +62,17 @@ TEST(GenerateCliTest, GreedyMatchesLlama2cOnEveryFixtureLine) {
     // run.c runs `steps` positions; the last prompt position already yields the first output.
     const int max_tokens = fx.at("steps").get<int>() - static_cast<int>(prompt_ids.size()) + 1;
     SCOPED_TRACE(prompt);
-    const auto r = RunProcess({kBinary, "--model", ModelDir(), "--prompt", prompt, "--max-tokens",
-                               std::to_string(max_tokens), "--temperature", "0", "--threads", "1",
-                               "--print-ids"});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_EQ(IdsAfter(r.out, "prompt_ids: "), prompt_ids);
-    EXPECT_EQ(IdsAfter(r.out, "output_ids: "), output_ids);
-    EXPECT_EQ(r.out.substr(0, r.out.find("\nprompt_ids: ")), fx.at("text").get<std::string>());
+    // The best kernels this CPU runs, and the portable copy every x86-64 CPU runs.
+    for (const char* isa : {"auto", "generic"}) {
+      SCOPED_TRACE(isa);
+      const auto r = RunProcess({kBinary, "--model", ModelDir(), "--prompt", prompt,
+                                 "--max-tokens", std::to_string(max_tokens), "--temperature", "0",
+                                 "--threads", "1", "--cpu-isa", isa, "--print-ids"});
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      EXPECT_EQ(IdsAfter(r.out, "prompt_ids: "), prompt_ids);
+      EXPECT_EQ(IdsAfter(r.out, "output_ids: "), output_ids);
+      EXPECT_EQ(r.out.substr(0, r.out.find("\nprompt_ids: ")), fx.at("text").get<std::string>());
+    }
     ++cases;
   }
   EXPECT_GE(cases, 10);
@@ -111,6 +115,8 @@ TEST(GenerateCliTest, BadFlagsExitWithStatus2AndAMessage) {
       {{"--prompt", "hi"}, "--model is required"},
       {{"--model", "m", "--max-tokens"}, "needs a value"},
       {{"--model", "m", "stray"}, "unexpected argument 'stray'"},
+      {{"--model", "m", "--cpu-isa", "avx1024"},
+       "--cpu-isa avx1024: this binary and CPU run auto, generic"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = {kBinary};

@@ -9,7 +9,9 @@
 // (tests/perf/peers/engine_vs_peers.py runs both).
 //
 //   build-x/tests/perf/tandem_llama_bench MODEL_DIR [threads=2] [pp=512] [tg=128] [repeats=3]
-//       [batch=1]   (batch > 1: tg also as `batch` streams decoding together, total tokens/s)
+//       [batch=1] [isa=auto]   (batch > 1: tg also as `batch` streams decoding together, total
+//       tokens/s; isa: the kernels' ISA copy, or "all" for each copy this CPU runs, with ratios to
+//       the generic copy)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "tandem/base/status_macros.h"
 #include "tandem/kernels/backend.h"
 #include "tandem/model/loader.h"
 #include "tandem/model/model.h"
@@ -140,9 +143,55 @@ absl::StatusOr<Stats> Repeat(int repeats, F run) {
   return s;
 }
 
+struct Figures {
+  double pp = 0, tg = 0, tg_batch = 0;  // best runs, tokens/s
+};
+
+// Loads the model on a backend of `isa` and prints llama-bench's figures for it.
+absl::StatusOr<Figures> RunOn(const std::string& path, kernels::CpuIsa isa, int threads, int pp,
+                              int tg, int repeats, int batch) {
+  std::unique_ptr<kernels::Backend> backend =
+      kernels::CreateCpuBackend({.num_threads = threads, .isa = isa});
+  const auto load_start = Clock::now();
+  absl::StatusOr<std::unique_ptr<model::Model>> loaded = model::LoadModel(path, {}, backend.get());
+  if (!loaded.ok()) {
+    return absl::Status(loaded.status().code(),
+                        "cannot load " + path + ": " + std::string(loaded.status().message()));
+  }
+  model::Model& m = **loaded;
+  std::printf("model %s (vocab %d, %d layers, hidden %d), %d threads, %s, load %.2f s\n",
+              path.c_str(), m.config().vocab_size, m.config().num_layers, m.config().hidden_size,
+              threads, std::string(backend->name()).c_str(), Seconds(load_start));
+  Bench bench(m, *backend, batch, std::max(pp, tg));
+  auto report = [](const std::string& test,
+                   const absl::StatusOr<Stats>& s) -> absl::StatusOr<double> {
+    if (!s.ok()) {
+      return absl::Status(s.status().code(), test + ": " + std::string(s.status().message()));
+    }
+    // One line per figure, "test MEAN t/s +- STDEV best BEST ...", for scripts (engine_vs_peers.py).
+    std::printf("%-12s %10.2f t/s  +- %.2f  best %.2f  per cpu-s %.2f\n", test.c_str(), s->mean,
+                s->stdev, s->best, s->best_cpu);
+    return s->best;
+  };
+  const std::string pp_name = "pp" + std::to_string(pp), tg_name = "tg" + std::to_string(tg);
+  Figures f;
+  TANDEM_ASSIGN_OR_RETURN(f.pp,
+                          report(pp_name, Repeat(repeats, [&] { return bench.Prompt(pp); })));
+  TANDEM_ASSIGN_OR_RETURN(f.tg,
+                          report(tg_name, Repeat(repeats, [&] { return bench.Generate(1, tg); })));
+  if (batch > 1) {
+    const std::string name = tg_name + "x" + std::to_string(batch);
+    TANDEM_ASSIGN_OR_RETURN(
+        f.tg_batch, report(name, Repeat(repeats, [&] { return bench.Generate(batch, tg); })));
+  }
+  return f;
+}
+
 int Main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL_DIR [threads=2] [pp=512] [tg=128] [repeats=3] [batch=1]\n",
+    std::fprintf(stderr,
+                 "usage: %s MODEL_DIR [threads=2] [pp=512] [tg=128] [repeats=3] [batch=1] "
+                 "[isa=auto|generic|avx2|avx512|all]\n",
                  argv[0]);
     return 2;
   }
@@ -152,38 +201,38 @@ int Main(int argc, char** argv) {
   const int tg = argc > 4 ? std::atoi(argv[4]) : 128;
   const int repeats = argc > 5 ? std::atoi(argv[5]) : 3;
   const int batch = argc > 6 ? std::atoi(argv[6]) : 1;
+  const std::string isa_arg = argc > 7 ? argv[7] : "auto";
   if (threads <= 0 || pp <= 0 || tg <= 0 || repeats <= 0 || batch <= 0) {
     std::fprintf(stderr, "all arguments must be positive\n");
     return 2;
   }
-  std::unique_ptr<kernels::Backend> backend = kernels::CreateCpuBackend({.num_threads = threads});
-  const auto load_start = Clock::now();
-  absl::StatusOr<std::unique_ptr<model::Model>> loaded = model::LoadModel(path, {}, backend.get());
-  if (!loaded.ok()) {
-    std::fprintf(stderr, "cannot load %s: %s\n", path.c_str(), loaded.status().ToString().c_str());
-    return 1;
+  // "all": every ISA copy this binary and CPU run, each as a ratio to the generic copy's figures
+  // measured in the same invocation.
+  std::vector<kernels::CpuIsa> isas;
+  if (isa_arg == "all") {
+    isas = kernels::AvailableCpuIsas();
+  } else if (auto isa = kernels::ParseCpuIsa(isa_arg); isa && kernels::IsCpuIsaAvailable(*isa)) {
+    isas = {*isa};
+  } else {
+    std::fprintf(stderr, "isa %s: this binary and CPU run auto, all, %s\n", isa_arg.c_str(),
+                 kernels::AvailableCpuIsaNames().c_str());
+    return 2;
   }
-  model::Model& m = **loaded;
-  std::printf("model %s (vocab %d, %d layers, hidden %d), %d threads, load %.2f s\n", path.c_str(),
-              m.config().vocab_size, m.config().num_layers, m.config().hidden_size, threads,
-              Seconds(load_start));
-  Bench bench(m, *backend, batch, std::max(pp, tg));
-  auto report = [](const char* test, const absl::StatusOr<Stats>& s) {
-    if (!s.ok()) {
-      std::fprintf(stderr, "%s failed: %s\n", test, s.status().ToString().c_str());
-      return false;
+  std::vector<Figures> figures;
+  for (kernels::CpuIsa isa : isas) {
+    absl::StatusOr<Figures> f = RunOn(path, isa, threads, pp, tg, repeats, batch);
+    if (!f.ok()) {
+      std::fprintf(stderr, "%s\n", f.status().ToString().c_str());
+      return 1;
     }
-    // One line per figure, "test MEAN t/s +- STDEV best BEST ...", for scripts (engine_vs_peers.py).
-    std::printf("%-12s %10.2f t/s  +- %.2f  best %.2f  per cpu-s %.2f\n", test, s->mean, s->stdev,
-                s->best, s->best_cpu);
-    return true;
-  };
-  const std::string pp_name = "pp" + std::to_string(pp), tg_name = "tg" + std::to_string(tg);
-  if (!report(pp_name.c_str(), Repeat(repeats, [&] { return bench.Prompt(pp); }))) return 1;
-  if (!report(tg_name.c_str(), Repeat(repeats, [&] { return bench.Generate(1, tg); }))) return 1;
-  if (batch > 1) {
-    const std::string name = tg_name + "x" + std::to_string(batch);
-    if (!report(name.c_str(), Repeat(repeats, [&] { return bench.Generate(batch, tg); }))) return 1;
+    figures.push_back(*f);
+  }
+  for (std::size_t i = 1; i < isas.size(); ++i) {
+    std::printf("%s / %s: pp %.2fx  tg %.2fx", std::string(kernels::CpuIsaName(isas[i])).c_str(),
+                std::string(kernels::CpuIsaName(isas[0])).c_str(), figures[i].pp / figures[0].pp,
+                figures[i].tg / figures[0].tg);
+    if (batch > 1) std::printf("  tg x%d %.2fx", batch, figures[i].tg_batch / figures[0].tg_batch);
+    std::printf("\n");
   }
   return 0;
 }

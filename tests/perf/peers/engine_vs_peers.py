@@ -12,8 +12,9 @@ Per dtype: tools/llama_checkpoint/make_random_llama.py writes the checkpoint in 
 (cached under $PEERS/models), to_gguf.py converts it with the converter of the same llama.cpp
 sources, `llama-bench -p 512 -n 128 -t THREADS` and `tandem_llama_bench DIR THREADS 512 128`
 measure it, alternating --rounds times; each figure is the best run (the least disturbed one on
-a shared machine; llama-bench's own samples are used for its side). tandem loads F32 and BF16
-safetensors; for another dtype its column says why not.
+a shared machine; llama-bench's own samples are used for its side). tandem loads F32, BF16 and
+F16 safetensors (and FP8 with block scales, which llama.cpp's converter does not take); where it
+cannot load one, its column says why.
 vLLM (--vllm): its offline engine, pp = one 512-token prompt with max_tokens 1, tg = 128 tokens
 from a one-token prompt, timed around LLM.generate (so they include its scheduling).
 """

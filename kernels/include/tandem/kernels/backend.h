@@ -3,8 +3,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <span>
 #include <optional>
+#include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -90,6 +91,10 @@ std::string_view CpuIsaName(CpuIsa isa);  // "auto", "generic", "avx2", "avx512"
 std::optional<CpuIsa> ParseCpuIsa(std::string_view name);
 // The ISAs this binary has kernels for and this CPU (and OS) can run, best last; never empty.
 std::vector<CpuIsa> AvailableCpuIsas();
+// Whether CreateCpuBackend accepts `isa` here (kAuto always).
+bool IsCpuIsaAvailable(CpuIsa isa);
+// AvailableCpuIsas() for messages: "generic, avx2".
+std::string AvailableCpuIsaNames();
 
 struct CpuBackendOptions {
   int num_threads = 0;  // 0: hardware concurrency
