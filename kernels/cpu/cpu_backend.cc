@@ -5,12 +5,24 @@
 #include <stdexcept>
 #include <string>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include "kernel_table.h"
 #include "tandem/kernels/backend.h"
 #include "thread_pool.h"
 
 namespace tandem::kernels {
 namespace {
+
+#if defined(__x86_64__) || defined(__i386__)
+// CPUID leaf 1, ECX bit 29. Read directly: clang's __builtin_cpu_supports has no "f16c".
+bool HasF16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
+#endif
 
 // What the copy's target pragma (isa.h) lets the compiler use, checked feature by feature; GCC's
 // __builtin_cpu_supports also requires the OS to save the vector registers (XCR0).
@@ -27,8 +39,7 @@ bool CpuRuns(CpuIsa isa) {
       }
       [[fallthrough]];
     case CpuIsa::kAvx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             __builtin_cpu_supports("f16c");
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && HasF16c();
     case CpuIsa::kGeneric:
       return true;
     case CpuIsa::kAuto:
