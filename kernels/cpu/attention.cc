@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "attention_tiles.h"
-#include "simd_math.h"
 #include "isa.h"
+#include "simd_math.h"
 
 TANDEM_KERNELS_ISA_BEGIN
 namespace {

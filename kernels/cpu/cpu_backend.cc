@@ -51,28 +51,17 @@ bool CpuRuns(CpuIsa isa) {
 #endif
 }
 
-bool Compiled(CpuIsa isa) {
+// The copy's kernels, or null where the build did not compile it (TANDEM_KERNELS_ISAS).
+const cpu::KernelTable* CompiledTable(CpuIsa isa) {
   switch (isa) {
-    case CpuIsa::kGeneric: return true;
+    case CpuIsa::kGeneric: return &cpu::kGenericKernels;
 #if defined(TANDEM_KERNELS_HAVE_AVX2)
-    case CpuIsa::kAvx2: return true;
+    case CpuIsa::kAvx2: return &cpu::kAvx2Kernels;
 #endif
 #if defined(TANDEM_KERNELS_HAVE_AVX512)
-    case CpuIsa::kAvx512: return true;
+    case CpuIsa::kAvx512: return &cpu::kAvx512Kernels;
 #endif
-    default: return false;
-  }
-}
-
-const cpu::KernelTable& TableOf(CpuIsa isa) {
-  switch (isa) {
-#if defined(TANDEM_KERNELS_HAVE_AVX2)
-    case CpuIsa::kAvx2: return cpu::kAvx2Kernels;
-#endif
-#if defined(TANDEM_KERNELS_HAVE_AVX512)
-    case CpuIsa::kAvx512: return cpu::kAvx512Kernels;
-#endif
-    default: return cpu::kGenericKernels;
+    default: return nullptr;
   }
 }
 
@@ -80,7 +69,7 @@ class FastCpuBackend final : public Backend {
  public:
   FastCpuBackend(const CpuBackendOptions& options, CpuIsa isa)
       : name_("cpu-" + std::string(CpuIsaName(isa))),
-        k_(TableOf(isa)),
+        k_(*CompiledTable(isa)),
         pool_(options.num_threads) {}
 
   std::string_view name() const override { return name_; }
@@ -162,16 +151,16 @@ std::optional<CpuIsa> ParseCpuIsa(std::string_view name) {
   return std::nullopt;
 }
 
+bool IsCpuIsaAvailable(CpuIsa isa) {
+  return isa == CpuIsa::kAuto || (CompiledTable(isa) != nullptr && CpuRuns(isa));
+}
+
 std::vector<CpuIsa> AvailableCpuIsas() {
   std::vector<CpuIsa> out;
   for (CpuIsa isa : {CpuIsa::kGeneric, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
-    if (Compiled(isa) && CpuRuns(isa)) out.push_back(isa);
+    if (IsCpuIsaAvailable(isa)) out.push_back(isa);
   }
   return out;
-}
-
-bool IsCpuIsaAvailable(CpuIsa isa) {
-  return isa == CpuIsa::kAuto || (Compiled(isa) && CpuRuns(isa));
 }
 
 std::string AvailableCpuIsaNames() {
@@ -181,6 +170,13 @@ std::string AvailableCpuIsaNames() {
     names += CpuIsaName(isa);
   }
   return names;
+}
+
+std::optional<CpuIsa> ParseAvailableCpuIsa(std::string_view name, std::string* error) {
+  const std::optional<CpuIsa> isa = ParseCpuIsa(name);
+  if (isa && IsCpuIsaAvailable(*isa)) return isa;
+  *error = std::string(name) + ": this binary and CPU run auto, " + AvailableCpuIsaNames();
+  return std::nullopt;
 }
 
 CpuIsa ResolveCpuIsa(CpuIsa requested) {

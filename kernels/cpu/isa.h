@@ -19,9 +19,6 @@
 //
 // A translation unit outside the per-ISA builds (the kernels' unit tests that compile simd.h
 // themselves) gets the path its compiler flags allow, without a pragma.
-#include <cstdint>
-#include <cstring>
-
 #if defined(TANDEM_KERNELS_BUILD_AVX512)
 #define TANDEM_SIMD_AVX512 1
 #define TANDEM_KERNELS_ISA_NS avx512
@@ -72,8 +69,10 @@
 #define TANDEM_KERNELS_TARGET_POP _Pragma("GCC pop_options")
 #endif
 
-#define TANDEM_KERNELS_ISA_BEGIN \
-  TANDEM_KERNELS_TARGET_PUSH namespace tandem::kernels::cpu { inline namespace TANDEM_KERNELS_ISA_NS {
+#define TANDEM_KERNELS_ISA_BEGIN  \
+  TANDEM_KERNELS_TARGET_PUSH      \
+  namespace tandem::kernels::cpu { \
+  inline namespace TANDEM_KERNELS_ISA_NS {
 #define TANDEM_KERNELS_ISA_END \
   }                            \
   }                            \

@@ -3,7 +3,6 @@
 // a copy once, by CPUID, and calls through it. Code outside the copies sees only this header.
 #include <cstdint>
 #include <span>
-#include <string_view>
 
 #include "tandem/kernels/attention_params.h"
 #include "tandem/kernels/backend.h"

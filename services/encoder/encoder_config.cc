@@ -22,7 +22,9 @@ void BindEncoderFlags(config::FlagSet* f, EncoderConfig* c) {
   f->String("port-file", &c->port_file,
             "write \"GRPC_PORT METRICS_PORT\" to this file once serving", "TANDEM_PORT_FILE");
   f->Int("threads", &c->threads, "compute threads (0: all cores)", "TANDEM_THREADS");
-  f->String("cpu-isa", &c->cpu_isa, "CPU kernels: auto (the best this CPU runs), generic, avx2 or avx512", "TANDEM_CPU_ISA");
+  f->String("cpu-isa", &c->cpu_isa,
+            "CPU kernels: auto (the best this CPU runs), generic, avx2 or avx512",
+            "TANDEM_CPU_ISA");
   f->Int("cache-mb", &c->cache_mb, "MiB of image rows kept for reuse", "TANDEM_ENCODER_CACHE_MB");
   f->Int("lease-ms", &c->lease_ms, "how long rows stay pinned for the prefill to fetch them",
          "TANDEM_ENCODER_LEASE_MS");

@@ -65,11 +65,10 @@ int Run(int argc, char** argv) {
   if (cfg.worker_id.empty()) cfg.worker_id = absl::StrCat("encoder-", incarnation % 100000);
   config::StopSignals stop;
 
-  const std::optional<kernels::CpuIsa> cpu_isa = kernels::ParseCpuIsa(cfg.cpu_isa);
-  if (!cpu_isa || !kernels::IsCpuIsaAvailable(*cpu_isa)) {
-    return Fail(absl::StrCat("--cpu-isa ", cfg.cpu_isa, ": this binary and CPU run auto, ",
-                             kernels::AvailableCpuIsaNames()));
-  }
+  std::string cpu_isa_error;
+  const std::optional<kernels::CpuIsa> cpu_isa =
+      kernels::ParseAvailableCpuIsa(cfg.cpu_isa, &cpu_isa_error);
+  if (!cpu_isa) return Fail("--cpu-isa " + cpu_isa_error);
   auto backend = kernels::CreateCpuBackend({.num_threads = cfg.threads, .isa = *cpu_isa});
   auto tower = model::LoadVisionTower(cfg.model, backend.get());
   if (!tower.ok()) return Fail(absl::StrCat("vision tower: ", tower.status().message()));

@@ -28,7 +28,9 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(int argc, const char* const* 
   flags.Bool("print-ids", &o.print_ids, "also print prompt_ids: and output_ids: lines");
   flags.Int("kv-cache-mb", &o.kv_cache_mb, "KV cache size in MiB", "TANDEM_KV_CACHE_MB");
   std::string cpu_isa = "auto";
-  flags.String("cpu-isa", &cpu_isa, "CPU kernels: auto (the best this CPU runs), generic, avx2 or avx512", "TANDEM_CPU_ISA");
+  flags.String("cpu-isa", &cpu_isa,
+               "CPU kernels: auto (the best this CPU runs), generic, avx2 or avx512",
+               "TANDEM_CPU_ISA");
 
   if (absl::Status st = flags.Parse(argc, argv, env); !st.ok()) return st;
   if (flags.help_requested()) {
@@ -53,12 +55,10 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(int argc, const char* const* 
     return absl::InvalidArgumentError(
         absl::StrCat("--kv-cache-mb must be >= 1, got ", o.kv_cache_mb));
   }
-  const std::optional<kernels::CpuIsa> isa = kernels::ParseCpuIsa(cpu_isa);
-  if (!isa || !kernels::IsCpuIsaAvailable(*isa)) {
-    return absl::InvalidArgumentError(absl::StrCat("--cpu-isa ", cpu_isa,
-                                                   ": this binary and CPU run auto, ",
-                                                   kernels::AvailableCpuIsaNames()));
-  }
+  std::string cpu_isa_error;
+  const std::optional<kernels::CpuIsa> isa =
+      kernels::ParseAvailableCpuIsa(cpu_isa, &cpu_isa_error);
+  if (!isa) return absl::InvalidArgumentError("--cpu-isa " + cpu_isa_error);
   o.cpu_isa = *isa;
   // Sampling ranges are checked by the engine with the same messages the servers give.
   return parsed;

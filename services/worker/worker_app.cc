@@ -81,11 +81,10 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
 
   config::StopSignals stop;  // before any thread starts
 
-  const std::optional<kernels::CpuIsa> cpu_isa = kernels::ParseCpuIsa(cfg.cpu_isa);
-  if (!cpu_isa || !kernels::IsCpuIsaAvailable(*cpu_isa)) {
-    return Fail(absl::StrCat("--cpu-isa ", cfg.cpu_isa, ": this binary and CPU run auto, ",
-                             kernels::AvailableCpuIsaNames()));
-  }
+  std::string cpu_isa_error;
+  const std::optional<kernels::CpuIsa> cpu_isa =
+      kernels::ParseAvailableCpuIsa(cfg.cpu_isa, &cpu_isa_error);
+  if (!cpu_isa) return Fail("--cpu-isa " + cpu_isa_error);
   auto backend = kernels::CreateCpuBackend({.num_threads = cfg.threads, .isa = *cpu_isa});
   model::LoadOptions load_options;
   load_options.served_name = cfg.served_model_name;

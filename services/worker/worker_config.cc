@@ -22,7 +22,9 @@ void BindWorkerFlags(config::FlagSet* f, WorkerConfig* c) {
   f->String("port-file", &c->port_file,
             "write \"GRPC_PORT METRICS_PORT\" to this file once serving", "TANDEM_PORT_FILE");
   f->Int("threads", &c->threads, "compute threads (0: all cores)", "TANDEM_THREADS");
-  f->String("cpu-isa", &c->cpu_isa, "CPU kernels: auto (the best this CPU runs), generic, avx2 or avx512", "TANDEM_CPU_ISA");
+  f->String("cpu-isa", &c->cpu_isa,
+            "CPU kernels: auto (the best this CPU runs), generic, avx2 or avx512",
+            "TANDEM_CPU_ISA");
   f->Int("block-size", &c->block_size, "tokens per KV block", "TANDEM_BLOCK_SIZE");
   f->Int64("kv-cache-mb", &c->kv_cache_mb, "KV pool size in MiB", "TANDEM_KV_CACHE_MB");
   f->Int("max-num-seqs", &c->max_num_seqs, "sequences batched per step", "TANDEM_MAX_NUM_SEQS");

@@ -168,7 +168,8 @@ absl::StatusOr<Figures> RunOn(const std::string& path, kernels::CpuIsa isa, int 
     if (!s.ok()) {
       return absl::Status(s.status().code(), test + ": " + std::string(s.status().message()));
     }
-    // One line per figure, "test MEAN t/s +- STDEV best BEST ...", for scripts (engine_vs_peers.py).
+    // One line per figure, "test MEAN t/s +- STDEV best BEST ...", for scripts
+    // (engine_vs_peers.py).
     std::printf("%-12s %10.2f t/s  +- %.2f  best %.2f  per cpu-s %.2f\n", test.c_str(), s->mean,
                 s->stdev, s->best, s->best_cpu);
     return s->best;
@@ -209,13 +210,13 @@ int Main(int argc, char** argv) {
   // "all": every ISA copy this binary and CPU run, each as a ratio to the generic copy's figures
   // measured in the same invocation.
   std::vector<kernels::CpuIsa> isas;
+  std::string isa_error;
   if (isa_arg == "all") {
     isas = kernels::AvailableCpuIsas();
-  } else if (auto isa = kernels::ParseCpuIsa(isa_arg); isa && kernels::IsCpuIsaAvailable(*isa)) {
+  } else if (auto isa = kernels::ParseAvailableCpuIsa(isa_arg, &isa_error)) {
     isas = {*isa};
   } else {
-    std::fprintf(stderr, "isa %s: this binary and CPU run auto, all, %s\n", isa_arg.c_str(),
-                 kernels::AvailableCpuIsaNames().c_str());
+    std::fprintf(stderr, "isa %s (or all)\n", isa_error.c_str());
     return 2;
   }
   std::vector<Figures> figures;

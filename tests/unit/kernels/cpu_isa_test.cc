@@ -22,13 +22,6 @@ using testing::PagedPool;
 using testing::RandomFloats;
 using testing::TestWeight;
 
-bool Available(CpuIsa isa) {
-  for (CpuIsa a : AvailableCpuIsas()) {
-    if (a == isa) return true;
-  }
-  return false;
-}
-
 TEST(CpuIsaSelection, NamesRoundTrip) {
   for (CpuIsa isa : {CpuIsa::kAuto, CpuIsa::kGeneric, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
     EXPECT_EQ(ParseCpuIsa(CpuIsaName(isa)), isa);
@@ -55,7 +48,7 @@ TEST(CpuIsaSelection, GenericAlwaysRunsAndAutoPicksTheBest) {
 TEST(CpuIsaSelection, AnIsaThisMachineCannotRunIsRefused) {
   int refused = 0;
   for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512}) {
-    if (Available(isa)) continue;
+    if (IsCpuIsaAvailable(isa)) continue;
     EXPECT_THROW(CreateCpuBackend({.isa = isa}), std::invalid_argument) << CpuIsaName(isa);
     ++refused;
   }
@@ -75,7 +68,7 @@ void ExpectSameBits(CpuIsa a, CpuIsa b, const std::string& what,
 class SimdCopies : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!Available(CpuIsa::kAvx2) || !Available(CpuIsa::kAvx512)) {
+    if (!IsCpuIsaAvailable(CpuIsa::kAvx2) || !IsCpuIsaAvailable(CpuIsa::kAvx512)) {
       GTEST_SKIP() << "needs both the AVX2 and the AVX-512 copy (this CPU or build lacks one)";
     }
   }

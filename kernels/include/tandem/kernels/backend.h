@@ -95,6 +95,9 @@ std::vector<CpuIsa> AvailableCpuIsas();
 bool IsCpuIsaAvailable(CpuIsa isa);
 // AvailableCpuIsas() for messages: "generic, avx2".
 std::string AvailableCpuIsaNames();
+// A --cpu-isa value: the ISA when `name` is one that is available here; otherwise nullopt and
+// *error says why, e.g. "avx1024: this binary and CPU run auto, generic, avx2".
+std::optional<CpuIsa> ParseAvailableCpuIsa(std::string_view name, std::string* error);
 
 struct CpuBackendOptions {
   int num_threads = 0;  // 0: hardware concurrency
