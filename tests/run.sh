@@ -7,6 +7,11 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 build_dir="${BUILD_DIR:-build}"
 jobs="${TANDEM_JOBS:-$(nproc)}"
+# ccache keyed on paths relative to the checkout, so a clone anywhere (CI's) reuses what any other
+# checkout of this machine compiled; without it a clone outside the configured base_dir compiles
+# everything cold (main, variants and fuzz builds: most of CI's time).
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}"
+export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
 
 "$root/tools/install_deps.sh"
 

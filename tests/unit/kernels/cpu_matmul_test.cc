@@ -132,7 +132,7 @@ TEST_P(MatMulInvariance, ThreadCountDoesNotChangeBits) {
 // The contract behind batch invariance, checked directly: every element is simd.h's Dot() of its
 // row and its weight row's floats, bit for bit, whatever tile computed it. 1100 columns span three
 // of the AVX2 path's half-pass blocks (dot_tile.h, 512 floats) and end in a partial chunk; 7
-// outputs and 1-9 or 16 rows give every row and output remainder of every path's tiles.
+// outputs and 1-9, 16, 17 or 33 rows give every row and output remainder of every path's tiles.
 TEST_P(MatMulInvariance, EveryElementIsTheCanonicalDot) {
   constexpr std::int64_t kOut = 7, kIn = 1100;
   std::mt19937 rng(5);
@@ -140,9 +140,9 @@ TEST_P(MatMulInvariance, EveryElementIsTheCanonicalDot) {
     GTEST_SKIP() << "this file's Dot() is the " << CpuIsaName(kDotIsa) << " copy's";
   }
   TestWeight w(kOut, kIn, dtype(), rng);
-  const std::vector<float> x = RandomFloats(16 * kIn, rng);
+  const std::vector<float> x = RandomFloats(33 * kIn, rng);
   auto fast = Fast(1);
-  for (std::int64_t rows : {1, 2, 3, 4, 5, 6, 7, 8, 9, 16}) {
+  for (std::int64_t rows : {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 33}) {
     const std::vector<float> y = Multiply(*fast, x, rows, w.view);
     for (std::int64_t r = 0; r < rows; ++r) {
       for (std::int64_t o = 0; o < kOut; ++o) {
