@@ -4,6 +4,7 @@
 #include <bit>
 
 #include "dot_tile.h"
+#include "panel_matmul.h"
 
 TANDEM_KERNELS_ISA_BEGIN
 namespace {
@@ -130,6 +131,7 @@ void MatMulTyped(ThreadPool& pool, const float* x, std::int64_t rows, const Rows
 }  // namespace
 
 void MatMul(ThreadPool& pool, const float* x, std::int64_t rows, const WeightView& w, float* y) {
+  if (w.layout == WeightLayout::kPanels) return PanelMatMul(pool, x, rows, w, y);
   if (rows <= 0 || w.rows <= 0) return;
   const std::int64_t in = w.cols, out = w.rows;
   switch (w.dtype) {

@@ -14,7 +14,7 @@ namespace {
 float Dot(const float* x, const WeightView& w, std::int64_t row) {
   const std::int64_t n = w.cols;
   float acc = 0.0f;
-  if (w.dtype == DType::kF32) {
+  if (w.dtype == DType::kF32 && w.layout == WeightLayout::kRows) {
     const float* wr = static_cast<const float*>(w.data) + row * n;
     for (std::int64_t i = 0; i < n; ++i) acc += x[i] * wr[i];
   } else {

@@ -49,6 +49,7 @@ struct Bcast {
 };
 inline Bcast Broadcast(float a) { return {_mm512_set1_ps(a)}; }
 inline F32x16 Mul(F32x16 a, Bcast b) { return {_mm512_mul_ps(a.v, b.v)}; }
+inline F32x16 FmaB(Bcast a, F32x16 b, F32x16 c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
 inline F32x16 Add(F32x16 a, F32x16 b) { return {_mm512_add_ps(a.v, b.v)}; }
 inline void Halves(F32x16 a, __m256* lo, __m256* hi) {
   *lo = _mm512_castps512_ps256(a.v);
@@ -95,6 +96,9 @@ struct Bcast {
 };
 inline Bcast Broadcast(float a) { return {_mm256_set1_ps(a)}; }
 inline F32x16 Mul(F32x16 a, Bcast b) { return {_mm256_mul_ps(a.lo, b.v), _mm256_mul_ps(a.hi, b.v)}; }
+inline F32x16 FmaB(Bcast a, F32x16 b, F32x16 c) {
+  return {_mm256_fmadd_ps(a.v, b.lo, c.lo), _mm256_fmadd_ps(a.v, b.hi, c.hi)};
+}
 inline F32x16 Add(F32x16 a, F32x16 b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
 inline void Halves(F32x16 a, __m256* lo, __m256* hi) {
   *lo = a.lo;
@@ -180,6 +184,11 @@ inline Bcast Broadcast(float a) { return {a}; }
 inline F32x16 Mul(F32x16 a, Bcast b) {
   for (float& x : a.l) x *= b.v;
   return a;
+}
+// c + a * b lane by lane: one FMA (two roundings in the generic copy, like Fma).
+inline F32x16 FmaB(Bcast a, F32x16 b, F32x16 c) {
+  for (int i = 0; i < kLanes; ++i) c.l[i] += a.v * b.l[i];
+  return c;
 }
 inline F32x16 Add(F32x16 a, F32x16 b) {
   for (int i = 0; i < kLanes; ++i) a.l[i] += b.l[i];

@@ -13,6 +13,7 @@
 
 #include "kernel_test_util.h"
 #include "tandem/kernels/backend.h"
+#include "tandem/kernels/panels.h"
 
 namespace tandem::kernels {
 namespace {
@@ -79,16 +80,20 @@ TEST_F(SimdCopies, MatMulOfEveryDtypeAndShape) {
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3}) {
     for (auto [out, in] : {std::pair<std::int64_t, std::int64_t>{67, 257}, {7, 1100}, {131, 64}}) {
       TestWeight w(out, in, dtype, rng_);
+      const PanelWeight panels = PanelWeight::Pack(w.view);
       for (std::int64_t rows : {1, 3, 4, 5, 16, 33}) {
         const std::vector<float> x = RandomFloats(rows * in, rng_);
-        ExpectSameBits(CpuIsa::kAvx2, CpuIsa::kAvx512,
-                       std::string(DTypeName(dtype)) + " " + std::to_string(rows) + "x" +
-                           std::to_string(out) + "x" + std::to_string(in),
-                       [&](Backend& b) {
-                         std::vector<float> y(rows * out, NAN);
-                         b.MatMul(x.data(), rows, w.view, y.data());
-                         return y;
-                       });
+        for (const WeightView* view : {static_cast<const WeightView*>(&w.view), &panels.view()}) {
+          ExpectSameBits(CpuIsa::kAvx2, CpuIsa::kAvx512,
+                         std::string(DTypeName(dtype)) + " " + std::to_string(rows) + "x" +
+                             std::to_string(out) + "x" + std::to_string(in) +
+                             (view == &w.view ? " rows" : " panels"),
+                         [&](Backend& b) {
+                           std::vector<float> y(rows * out, NAN);
+                           b.MatMul(x.data(), rows, *view, y.data());
+                           return y;
+                         });
+        }
       }
     }
   }

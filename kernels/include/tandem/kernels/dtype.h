@@ -87,21 +87,38 @@ struct BlockScales {
   }
 };
 
-// A row-major matrix [rows][cols] (a vector has rows == 1) in its stored dtype, used in place
-// (e.g. straight from a memory-mapped checkpoint). Pointers belong to the backend's memory space.
+// How a matrix's elements are laid out in memory.
+//  kRows: row-major, [rows][cols], as checkpoints store it.
+//  kPanels: MatMul's packed layout (panels.h): rows grouped in panels of kPanelRows, each panel
+//    stored column by column ([rows / kPanelRows][cols][kPanelRows], the last panel padded), so a
+//    MatMul reads one column of a panel's outputs as consecutive elements. Only MatMul takes it.
+enum class WeightLayout : std::uint8_t { kRows, kPanels };
+inline constexpr std::int64_t kPanelRows = 32;
+
+// A matrix [rows][cols] (a vector has rows == 1) in its stored dtype, used in place (e.g. straight
+// from a memory-mapped checkpoint) or packed once (panels.h). Pointers belong to the backend's
+// memory space.
 struct WeightView {
   const void* data = nullptr;
   DType dtype = DType::kF32;
   std::int64_t rows = 0;
   std::int64_t cols = 0;
   BlockScales scales{};  // kF8E4M3 only
+  WeightLayout layout = WeightLayout::kRows;
 
   bool empty() const { return data == nullptr; }
   std::int64_t numel() const { return rows * cols; }
+  // Element (r, c)'s index in data.
+  std::int64_t Index(std::int64_t r, std::int64_t c) const {
+    if (layout == WeightLayout::kPanels) {
+      return ((r / kPanelRows) * cols + c) * kPanelRows + r % kPanelRows;
+    }
+    return r * cols + c;
+  }
   // Host-only element access for loaders, tests and slow paths; FP8 is dequantised in float32
   // (fp8 * scale, one rounding), the value every kernel multiplies by.
   float At(std::int64_t r, std::int64_t c) const {
-    const std::int64_t i = r * cols + c;
+    const std::int64_t i = Index(r, c);
     switch (dtype) {
       case DType::kF32: return static_cast<const float*>(data)[i];
       case DType::kBF16: return Bf16ToF32(static_cast<const std::uint16_t*>(data)[i]);
@@ -112,9 +129,10 @@ struct WeightView {
     return 0.0f;
   }
   // Rows [first, first+count) as a view of their own (experts stacked in one tensor, head slices).
+  // Packed panels slice at whole panels only: `first` a multiple of kPanelRows.
   WeightView RowSlice(std::int64_t first, std::int64_t count) const {
-    WeightView v{static_cast<const std::uint8_t*>(data) + first * cols * DTypeSize(dtype), dtype,
-                 count, cols, scales};
+    WeightView v{static_cast<const std::uint8_t*>(data) + Index(first, 0) * DTypeSize(dtype),
+                 dtype, count, cols, scales, layout};
     v.scales.row0 += first;
     return v;
   }

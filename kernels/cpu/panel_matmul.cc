@@ -1,0 +1,299 @@
+#include "panel_matmul.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <memory>
+#include <type_traits>
+
+#include "simd.h"
+
+TANDEM_KERNELS_ISA_BEGIN
+namespace {
+
+// A panel's 32 outputs are two 16-lane vectors.
+constexpr int kVecs = kPanelRows / kLanes;
+static_assert(kVecs * kLanes == kPanelRows);
+
+// The register tile: kTileRows input rows x the panel's 32 outputs, one accumulator vector each;
+// per column, two weight vectors and kTileRows broadcasts feed 2 x kTileRows FMAs.
+#if defined(TANDEM_SIMD_AVX512)
+constexpr int kTileRows = 8;  // 16 zmm accumulators + 2 weights + 1 broadcast (of 32)
+#elif defined(TANDEM_SIMD_AVX2)
+constexpr int kTileRows = 3;  // 12 ymm accumulators + 2 weight halves + 1 broadcast (of 16)
+#else
+constexpr int kTileRows = 4;
+#endif
+// Columns per slice: a panel's slice (kSlice x 32 weights, 32 KiB in float32) stays in L1 while
+// every row tile of the block reads it, and the block's x slice (kRowBlock x kSlice floats,
+// 256 KiB) stays in L2 while the panels pass.
+constexpr std::int64_t kSlice = 256;
+constexpr std::int64_t kRowBlock = 256;
+// Below this many multiply-adds a call runs on the calling thread: waking workers costs more.
+constexpr std::int64_t kParallelMacs = 1 << 19;
+constexpr int kTasksPerThread = 4;  // dynamic hand-out evens out cores shared with other work
+
+// Column k of a panel as two float32 vectors (outputs 0-15, 16-31), per dtype. Widening is exact;
+// FP8 is value * its block's scale (kFp8LoadFactor as in simd.h), the product the row-major
+// kernels and WeightView::At form.
+// Software prefetch this many bytes ahead in a panel: a decode batch reads each panel as one
+// sequential stream, which the hardware prefetchers alone leave short of the memory's bandwidth
+// (measured on the AVX-512 dev machine, GEMV from memory: 0.72-0.89 of the row-major kernel's
+// rate without it, 0.9-1.07 at 1 KiB, 1.0-1.1 at 2 KiB with two panels per tile, less at 4 KiB).
+constexpr int kPanelPrefetch = 2048;
+template <typename T>
+inline void PrefetchPanel(const T* column) {
+  const char* at = reinterpret_cast<const char*>(column) + kPanelPrefetch;
+  __builtin_prefetch(at);
+  if constexpr (sizeof(T) * kPanelRows > 64) __builtin_prefetch(at + 64);
+}
+
+// float32, bf16 (kHalf false: simd.h's Load widens bf16) or f16 (kHalf true: F16C).
+template <typename T, bool kHalf = false>
+struct PlainColumns {
+  const T* panel;  // the panel's column 0
+  void Load2(std::int64_t k, F32x16 (&w)[kVecs]) const {
+    PrefetchPanel(panel + k * kPanelRows);
+#pragma GCC unroll 2
+    for (int v = 0; v < kVecs; ++v) {
+      const T* at = panel + k * kPanelRows + v * kLanes;
+      if constexpr (kHalf) {
+        w[v] = LoadF16(at);
+      } else {
+        w[v] = Load(at);
+      }
+    }
+  }
+};
+using HalfColumns = PlainColumns<std::uint16_t, true>;
+// FP8: the slice's scales are gathered once per panel slice into `scales`: per column block of
+// the slice, the 32 outputs' scales (times kFp8LoadFactor).
+struct Fp8Columns {
+  const std::uint8_t* panel;
+  const float* scales;
+  std::int64_t k0;  // the slice's first column: blocks are counted from its block
+  int shift;        // log2(block columns)
+  void Load2(std::int64_t k, F32x16 (&w)[kVecs]) const {
+    PrefetchPanel(panel + k * kPanelRows);
+    const float* s = scales + (((k0 + k) >> shift) - (k0 >> shift)) * kPanelRows;
+#pragma GCC unroll 2
+    for (int v = 0; v < kVecs; ++v) {
+      w[v] = Mul(LoadFp8(panel + k * kPanelRows + v * kLanes), Load(s + v * kLanes));
+    }
+  }
+};
+// x rows [0, R) (x_stride apart) over n columns, column by column: xp[k * R + i] = x[i][k]. The
+// tile then reads its R broadcasts from one line rather than from R rows at equal offsets of a
+// power-of-two stride, which share L1 sets.
+template <int R>
+void PackRows(const float* x, std::int64_t x_stride, std::int64_t n, float* xp) {
+  for (std::int64_t k = 0; k < n; ++k) {
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) xp[k * R + i] = x[i * x_stride + k];
+  }
+}
+
+// R rows (packed by PackRows) against columns [0, n) of P panels, onto 0 (`first`) or onto the
+// sums an earlier slice left in y[p]; panel p's first valid[p] outputs are stored. Two panels at
+// once give a lone row (decode) four independent FMA chains and two weight streams.
+template <int R, int P, typename Columns>
+void Tile(const float* xp, const Columns* cols, std::int64_t n, bool first, float* const* y,
+          std::int64_t y_stride, const int* valid) {
+  F32x16 acc[R][P * kVecs];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int v = 0; v < P * kVecs; ++v) {
+      const int lanes = std::clamp(valid[v / kVecs] - v % kVecs * kLanes, 0, kLanes);
+      const float* at = y[v / kVecs] + r * y_stride + v % kVecs * kLanes;
+      acc[r][v] = first ? Zero() : lanes == kLanes ? Load(at) : LoadPartial(at, lanes);
+    }
+  }
+  for (std::int64_t k = 0; k < n; ++k) {
+    F32x16 w[P][kVecs];
+#pragma GCC unroll 2
+    for (int p = 0; p < P; ++p) cols[p].Load2(k, w[p]);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const Bcast b = Broadcast(xp[k * R + r]);
+#pragma GCC unroll 4
+      for (int v = 0; v < P * kVecs; ++v) {
+        acc[r][v] = FmaB(b, w[v / kVecs][v % kVecs], acc[r][v]);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int v = 0; v < P * kVecs; ++v) {
+      const int lanes = std::clamp(valid[v / kVecs] - v % kVecs * kLanes, 0, kLanes);
+      float* at = y[v / kVecs] + r * y_stride + v % kVecs * kLanes;
+      if (lanes == kLanes) {
+        Store(at, acc[r][v]);
+      } else if (lanes > 0) {
+        StorePartial(at, acc[r][v], lanes);
+      }
+    }
+  }
+}
+
+// Rows [r0, r1) of a slice packed as tiles of R rows, then one smaller tile for the rest.
+template <int R = kTileRows>
+void PackTiles(const float* x, std::int64_t in, std::int64_t r0, std::int64_t r1, std::int64_t k0,
+               std::int64_t n, float* xp) {
+  std::int64_t r = r0;
+  for (; r + R <= r1; r += R, xp += R * n) PackRows<R>(x + r * in + k0, in, n, xp);
+  if constexpr (R > 1) {
+    if (r < r1) PackTiles<R - 1>(x, in, r, r1, k0, n, xp);
+  }
+}
+
+// Rows [r0, r1), packed by PackTiles, against P panels (y[p]: panel p's output column 0).
+template <int P, typename Columns, int R = kTileRows>
+void TilesAgainstPanels(const float* xp, std::int64_t r0, std::int64_t r1, const Columns* cols,
+                        std::int64_t n, bool first, float* const* y, std::int64_t out,
+                        const int* valid) {
+  std::int64_t r = r0;
+  for (; r + R <= r1; r += R, xp += R * n) {
+    float* yr[P];
+    for (int p = 0; p < P; ++p) yr[p] = y[p] + r * out;
+    Tile<R, P>(xp, cols, n, first, yr, out, valid);
+  }
+  if constexpr (R > 1) {
+    if (r < r1) TilesAgainstPanels<P, Columns, R - 1>(xp, r, r1, cols, n, first, y, out, valid);
+  }
+}
+
+// Batches up to this many rows (decode) run each panel over all columns at once, panel after
+// panel: the weights stream through once in storage order and the sums stay in registers; x (at
+// most this many rows) is packed whole. Larger batches go by blocks of rows and slices of
+// columns (above), so that a panel slice read once serves a whole block.
+constexpr std::int64_t kWholeRowsMax = 16;
+
+struct Plan {
+  std::int64_t row_block, slice;
+  std::int64_t XpFloats(std::int64_t rows, std::int64_t in) const {
+    return std::min(rows, row_block) * std::min(slice, in);
+  }
+  // FP8: the scales of one slice for two panels, per column block (at least 16 columns) and
+  // output.
+  std::int64_t ScaleFloats(std::int64_t in) const {
+    return 2 * (std::min(slice, in) / kLanes + 2) * kPanelRows;
+  }
+};
+Plan PlanFor(std::int64_t rows, std::int64_t in) {
+  if (rows <= kWholeRowsMax) return {rows, in};
+  return {kRowBlock, kSlice};
+}
+
+// Rows up to this many share one tile with two panels (AVX-512: 4 rows x 4 accumulators).
+constexpr std::int64_t kPairRowsMax = std::max(1, kTileRows / 2);
+
+// Rows [r0, r1) (packed in xp) against panels [p, p + P) over columns [k0, k0 + n).
+template <typename T, int P>
+void PanelsAt(const WeightView& w, const T* base, std::int64_t p, std::int64_t k0, std::int64_t n,
+              const float* xp, std::int64_t r0, std::int64_t r1, float* scales, float* y) {
+  const std::int64_t in = w.cols, out = w.rows;
+  int valid[P];
+  float* yp[P];
+  const T* panel[P];
+  for (int i = 0; i < P; ++i) {
+    const std::int64_t o0 = (p + i) * kPanelRows;
+    valid[i] = static_cast<int>(std::min<std::int64_t>(kPanelRows, out - o0));
+    yp[i] = y + o0;  // the tiles add r * out
+    panel[i] = base + ((p + i) * in + k0) * kPanelRows;
+  }
+  const bool first = k0 == 0;
+  if constexpr (std::is_same_v<T, std::uint8_t>) {
+    const int shift = std::countr_zero(static_cast<unsigned>(w.scales.block_cols));
+    const std::int64_t blocks = ((k0 + n - 1) >> shift) - (k0 >> shift) + 1;
+    Fp8Columns cols[P];
+    for (int i = 0; i < P; ++i) {
+      float* mine = scales + i * blocks * kPanelRows;
+      for (std::int64_t b = 0; b < blocks; ++b) {
+        const std::int64_t col = ((k0 >> shift) + b) << shift;
+        for (int j = 0; j < kPanelRows; ++j) {
+          mine[b * kPanelRows + j] =
+              j < valid[i] ? w.scales.At((p + i) * kPanelRows + j, col) * kFp8LoadFactor : 0.0f;
+        }
+      }
+      cols[i] = {panel[i], mine, k0, shift};
+    }
+    TilesAgainstPanels<P>(xp, r0, r1, cols, n, first, yp, out, valid);
+  } else if constexpr (std::is_same_v<T, float>) {
+    PlainColumns<float> cols[P];
+    for (int i = 0; i < P; ++i) cols[i] = {panel[i]};
+    TilesAgainstPanels<P>(xp, r0, r1, cols, n, first, yp, out, valid);
+  } else if (w.dtype == DType::kF16) {
+    HalfColumns cols[P];
+    for (int i = 0; i < P; ++i) cols[i] = {panel[i]};
+    TilesAgainstPanels<P>(xp, r0, r1, cols, n, first, yp, out, valid);
+  } else {
+    PlainColumns<std::uint16_t> cols[P];
+    for (int i = 0; i < P; ++i) cols[i] = {panel[i]};
+    TilesAgainstPanels<P>(xp, r0, r1, cols, n, first, yp, out, valid);
+  }
+}
+
+// Panels [p_begin, p_end) for every row: block by block of rows, slice by slice of columns, the
+// block's x slice packed once per slice and each panel slice read from memory once per block.
+template <typename T>
+void PanelRange(const float* x, std::int64_t rows, const WeightView& w, const Plan& plan,
+                std::int64_t p_begin, std::int64_t p_end, float* xp, float* scales, float* y) {
+  const std::int64_t in = w.cols;
+  const T* base = static_cast<const T*>(w.data);
+  for (std::int64_t r0 = 0; r0 < rows; r0 += plan.row_block) {
+    const std::int64_t r1 = std::min(rows, r0 + plan.row_block);
+    for (std::int64_t k0 = 0; k0 < in; k0 += plan.slice) {
+      const std::int64_t n = std::min(plan.slice, in - k0);
+      PackTiles(x, in, r0, r1, k0, n, xp);
+      // Pairs of panels when a single tile covers the rows (decode): twice the chains and the
+      // streams. The pairing only decides which outputs share a loop, never an output's sum.
+      const bool pairs = r1 - r0 <= kPairRowsMax;
+      for (std::int64_t p = p_begin; p < p_end;) {
+        if (pairs && p + 1 < p_end) {
+          PanelsAt<T, 2>(w, base, p, k0, n, xp, r0, r1, scales, y);
+          p += 2;
+        } else {
+          PanelsAt<T, 1>(w, base, p, k0, n, xp, r0, r1, scales, y);
+          p += 1;
+        }
+      }
+    }
+  }
+}
+
+template <typename T>
+void PanelMatMulTyped(ThreadPool& pool, const float* x, std::int64_t rows, const WeightView& w,
+                      float* y) {
+  const std::int64_t panels = (w.rows + kPanelRows - 1) / kPanelRows;
+  const bool parallel = rows * w.rows * w.cols >= kParallelMacs && pool.size() > 1;
+  const int tasks =
+      parallel ? static_cast<int>(std::min<std::int64_t>(panels, pool.size() * kTasksPerThread)) : 1;
+  const Plan plan = PlanFor(rows, w.cols);
+  // Per thread: the packed x slice of one row block, then FP8's slice scales.
+  const std::int64_t xp_floats = plan.XpFloats(rows, w.cols);
+  const std::int64_t per_worker = xp_floats + plan.ScaleFloats(w.cols);
+  std::unique_ptr<float[]> buffers(new float[static_cast<std::size_t>(pool.size() * per_worker)]);
+  pool.Run(tasks, [&](int task, int worker) {
+    const std::int64_t p0 = panels * task / tasks;
+    const std::int64_t p1 = panels * (task + 1) / tasks;
+    float* mine = buffers.get() + worker * per_worker;
+    PanelRange<T>(x, rows, w, plan, p0, p1, mine, mine + xp_floats, y);
+  });
+}
+
+}  // namespace
+
+void PanelMatMul(ThreadPool& pool, const float* x, std::int64_t rows, const WeightView& w,
+                 float* y) {
+  if (rows <= 0 || w.rows <= 0) return;
+  switch (w.dtype) {
+    case DType::kF32: return PanelMatMulTyped<float>(pool, x, rows, w, y);
+    case DType::kBF16:
+    case DType::kF16: return PanelMatMulTyped<std::uint16_t>(pool, x, rows, w, y);
+    case DType::kF8E4M3: return PanelMatMulTyped<std::uint8_t>(pool, x, rows, w, y);
+  }
+}
+
+TANDEM_KERNELS_ISA_END
