@@ -70,9 +70,11 @@ class FastCpuBackend final : public Backend {
   FastCpuBackend(const CpuBackendOptions& options, CpuIsa isa)
       : name_("cpu-" + std::string(CpuIsaName(isa))),
         k_(*CompiledTable(isa)),
-        pool_(options.num_threads) {}
+        pool_(options.num_threads),
+        matmul_layout_(options.matmul_layout) {}
 
   std::string_view name() const override { return name_; }
+  WeightLayout preferred_matmul_layout() const override { return matmul_layout_; }
 
   float* AllocateFloats(std::size_t count) override {
     // 64-byte aligned so that vector loads of whole rows never split a cache line needlessly.
@@ -130,6 +132,7 @@ class FastCpuBackend final : public Backend {
   const std::string name_;
   const cpu::KernelTable& k_;
   cpu::ThreadPool pool_;
+  WeightLayout matmul_layout_;
 };
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "tandem/kernels/panels.h"
 
+#include <cstdint>
 #include <cstring>
 #include <new>
 
@@ -7,6 +8,22 @@ namespace tandem::kernels {
 
 // 64 bytes: a panel column of 32 floats is two whole cache lines (one for 16-bit dtypes).
 constexpr std::align_val_t kPanelAlign{64};
+
+namespace {
+
+// Row r's elements go to column positions r % kPanelRows of panel r / kPanelRows.
+template <typename T>
+void Scatter(const std::byte* src, std::int64_t rows, std::int64_t cols, std::byte* dst) {
+  const T* from = reinterpret_cast<const T*>(src);
+  T* to = reinterpret_cast<T*>(dst);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    T* panel_row = to + (r / kPanelRows) * cols * kPanelRows + r % kPanelRows;
+    const T* row = from + r * cols;
+    for (std::int64_t c = 0; c < cols; ++c) panel_row[c * kPanelRows] = row[c];
+  }
+}
+
+}  // namespace
 
 void PanelWeight::FreeAligned::operator()(std::byte* p) const { ::operator delete[](p, kPanelAlign); }
 
@@ -22,10 +39,10 @@ PanelWeight PanelWeight::Pack(const WeightView& rows) {
   packed.view_ = rows;
   packed.view_.data = dst;
   packed.view_.layout = WeightLayout::kPanels;
-  for (std::int64_t r = 0; r < rows.rows; ++r) {
-    for (std::int64_t c = 0; c < rows.cols; ++c) {
-      std::memcpy(dst + packed.view_.Index(r, c) * elem, src + (r * rows.cols + c) * elem, elem);
-    }
+  switch (elem) {
+    case 1: Scatter<std::uint8_t>(src, rows.rows, rows.cols, dst); break;
+    case 2: Scatter<std::uint16_t>(src, rows.rows, rows.cols, dst); break;
+    default: Scatter<std::uint32_t>(src, rows.rows, rows.cols, dst); break;
   }
   return packed;
 }

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -19,6 +20,7 @@
 
 #include "bench_util.h"
 #include "tandem/kernels/backend.h"
+#include "tandem/kernels/panels.h"
 
 namespace tandem::bench {
 namespace {
@@ -95,14 +97,18 @@ std::unique_ptr<Backend> MakeBackend(bool fast, int threads = 0) {
 
 const char* Kind(bool fast) { return fast ? "fast" : "reference"; }
 
+// panels: the weights packed once (PanelWeight) before timing, as the Llama forward does at load.
 void MatMulBench(benchmark::State& state, bool fast, DType dtype, std::int64_t rows,
-                 std::int64_t out, std::int64_t in, int threads) {
+                 std::int64_t out, std::int64_t in, int threads, bool panels) {
   auto backend = MakeBackend(fast, threads);
   Weights w(out, in, dtype);
+  std::optional<kernels::PanelWeight> packed;
+  if (panels) packed.emplace(kernels::PanelWeight::Pack(w.view));
+  const WeightView& view = panels ? packed->view() : w.view;
   std::vector<float> x(rows * in), y(rows * out);
   Fill(x.data(), x.size(), 7);
   for (auto _ : state) {
-    backend->MatMul(x.data(), rows, w.view, y.data());
+    backend->MatMul(x.data(), rows, view, y.data());
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
@@ -242,6 +248,8 @@ std::string MatMulName(bool fast, DType dtype, const Shape& s) {
          std::to_string(s.in);
 }
 
+const char* Suffix(bool panels) { return panels ? "/panels" : ""; }
+
 std::string GemvName(DType dtype, int threads) {
   return std::string("Gemv/fast/") + std::string(kernels::DTypeName(dtype)) + "/" +
          std::to_string(kGemvOut) + "x" + std::to_string(kGemvIn) + "/threads:" +
@@ -262,33 +270,38 @@ void Register() {
     for (const Shape& s : kShapes) {
       for (bool fast : {true, false}) {
         benchmark::RegisterBenchmark(MatMulName(fast, dtype, s).c_str(), MatMulBench, fast, dtype,
-                                     s.rows, s.out, s.in, 0)
+                                     s.rows, s.out, s.in, 0, false)
             ->UseRealTime()
             ->Unit(benchmark::kMicrosecond);
       }
     }
   }
-  for (DType dtype : kFastDtypes) {
-    for (const Shape& s : kFastShapes) {
-      benchmark::RegisterBenchmark(MatMulName(true, dtype, s).c_str(), MatMulBench, true, dtype,
-                                   s.rows, s.out, s.in, 0)
-          ->UseRealTime()
-          ->MeasureProcessCPUTime()
+  for (bool panels : {false, true}) {
+    for (DType dtype : kFastDtypes) {
+      for (const Shape& s : kFastShapes) {
+        benchmark::RegisterBenchmark((MatMulName(true, dtype, s) + Suffix(panels)).c_str(),
+                                     MatMulBench, true, dtype, s.rows, s.out, s.in, 0, panels)
+            ->UseRealTime()
+            ->MeasureProcessCPUTime()
+            ->Unit(benchmark::kMicrosecond);
+      }
+    }
+    for (DType dtype : kDtypes) {
+      benchmark::RegisterBenchmark((GemvCachedName(dtype) + Suffix(panels)).c_str(), MatMulBench,
+                                   true, dtype, 1, kCachedOut, kCachedIn, 1, panels)
           ->Unit(benchmark::kMicrosecond);
     }
   }
-  for (DType dtype : kDtypes) {
-    benchmark::RegisterBenchmark(GemvCachedName(dtype).c_str(), MatMulBench, true, dtype, 1,
-                                 kCachedOut, kCachedIn, 1)
-        ->Unit(benchmark::kMicrosecond);
-  }
   const std::size_t stream_bytes = kGemvOut * kGemvIn * sizeof(float);
   for (int threads : {1, HardwareThreads()}) {
-    for (DType dtype : kDtypes) {
-      benchmark::RegisterBenchmark(GemvName(dtype, threads).c_str(), MatMulBench, true, dtype, 1,
-                                   kGemvOut, kGemvIn, threads)
-          ->UseRealTime()
-          ->Unit(benchmark::kMillisecond);
+    for (bool panels : {false, true}) {
+      for (DType dtype : kDtypes) {
+        benchmark::RegisterBenchmark((GemvName(dtype, threads) + Suffix(panels)).c_str(),
+                                     MatMulBench, true, dtype, 1, kGemvOut, kGemvIn, threads,
+                                     panels)
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+      }
     }
     benchmark::RegisterBenchmark(StreamName(threads).c_str(), StreamReadBench, stream_bytes, threads)
         ->UseRealTime()
@@ -332,24 +345,35 @@ void PrintSummary(const RecordingReporter& reporter) {
   }
   std::printf("\n== fast MatMul, all threads (GFLOP = 2 x rows x out x in; per wall second, "
               "per CPU-second of all threads) ==\n");
-  for (DType dtype : kFastDtypes) {
-    for (const Shape& s : kFastShapes) {
-      const RunResult* f = Find(results, MatMulName(true, dtype, s));
-      if (f == nullptr) continue;
-      const double gflop = 2e-9 * s.rows * s.out * s.in;
-      std::printf("%-40s %10.1f us  %7.1f GFLOP/s  %7.1f GFLOP/cpu-s\n",
-                  MatMulName(true, dtype, s).substr(12).c_str(), f->real_time_us,
-                  gflop / (f->real_time_us * 1e-6), gflop / (f->cpu_time_us * 1e-6));
+  for (bool panels : {false, true}) {
+    for (DType dtype : kFastDtypes) {
+      for (const Shape& s : kFastShapes) {
+        const std::string name = MatMulName(true, dtype, s) + Suffix(panels);
+        const RunResult* f = Find(results, name);
+        if (f == nullptr) continue;
+        const double gflop = 2e-9 * s.rows * s.out * s.in;
+        std::printf("%-40s %10.1f us  %7.1f GFLOP/s  %7.1f GFLOP/cpu-s", name.substr(12).c_str(),
+                    f->real_time_us, gflop / (f->real_time_us * 1e-6),
+                    gflop / (f->cpu_time_us * 1e-6));
+        // Panels against row-major weights, same shape, same invocation: the time ratio.
+        const RunResult* rows = Find(results, MatMulName(true, dtype, s));
+        if (panels && rows != nullptr) {
+          std::printf("  %.2fx rows", rows->real_time_us / f->real_time_us);
+        }
+        std::printf("\n");
+      }
     }
   }
   std::printf("\n== GEMV bandwidth (weight bytes read per second: 512 MiB f32, 256 MiB bf16/f16, "
               "128 MiB fp8; weights per second = bytes / element size) ==\n");
-  for (DType dtype : kDtypes) {
-    const RunResult* c = Find(results, GemvCachedName(dtype));
-    if (c == nullptr) continue;
-    std::printf("%-42s in L2, 1 thread, CPU time: %6.2f G weights/s\n",
-                GemvCachedName(dtype).c_str(),
-                c->bytes_per_second / 1e9 / static_cast<double>(kernels::DTypeSize(dtype)));
+  for (bool panels : {false, true}) {
+    for (DType dtype : kDtypes) {
+      const std::string name = GemvCachedName(dtype) + Suffix(panels);
+      const RunResult* c = Find(results, name);
+      if (c == nullptr) continue;
+      std::printf("%-42s in L2, 1 thread, CPU time: %6.2f G weights/s\n", name.c_str(),
+                  c->bytes_per_second / 1e9 / static_cast<double>(kernels::DTypeSize(dtype)));
+    }
   }
   if (const RunResult* copy = Find(results, "Memcpy/one_thread"); copy != nullptr) {
     std::printf("memcpy, one thread: %6.2f GB/s (bytes copied)\n", copy->bytes_per_second / 1e9);
@@ -358,13 +382,16 @@ void PrintSummary(const RecordingReporter& reporter) {
     const RunResult* stream = Find(results, StreamName(threads));
     if (stream == nullptr) continue;
     std::printf("stream read, %d thread(s): %6.2f GB/s\n", threads, stream->bytes_per_second / 1e9);
-    for (DType dtype : kDtypes) {
-      const RunResult* g = Find(results, GemvName(dtype, threads));
-      if (g == nullptr || stream->bytes_per_second <= 0) continue;
-      std::printf("  %-42s %6.2f GB/s = %.2f of stream read, %6.2f G weights/s\n",
-                  GemvName(dtype, threads).c_str(), g->bytes_per_second / 1e9,
-                  g->bytes_per_second / stream->bytes_per_second,
-                  g->bytes_per_second / 1e9 / static_cast<double>(kernels::DTypeSize(dtype)));
+    for (bool panels : {false, true}) {
+      for (DType dtype : kDtypes) {
+        const std::string name = GemvName(dtype, threads) + Suffix(panels);
+        const RunResult* g = Find(results, name);
+        if (g == nullptr || stream->bytes_per_second <= 0) continue;
+        std::printf("  %-49s %6.2f GB/s = %.2f of stream read, %6.2f G weights/s\n",
+                    name.c_str(), g->bytes_per_second / 1e9,
+                    g->bytes_per_second / stream->bytes_per_second,
+                    g->bytes_per_second / 1e9 / static_cast<double>(kernels::DTypeSize(dtype)));
+      }
     }
   }
 }

@@ -9,9 +9,10 @@
 // (tests/perf/peers/engine_vs_peers.py runs both).
 //
 //   build-x/tests/perf/tandem_llama_bench MODEL_DIR [threads=2] [pp=512] [tg=128] [repeats=3]
-//       [batch=1] [isa=auto]   (batch > 1: tg also as `batch` streams decoding together, total
-//       tokens/s; isa: the kernels' ISA copy, or "all" for each copy this CPU runs, with ratios to
-//       the generic copy)
+//       [batch=1] [isa=auto] [layout=panels]   (batch > 1: tg also as `batch` streams decoding
+//       together, total tokens/s; isa: the kernels' ISA copy, or "all" for each copy this CPU
+//       runs; layout: the weights' MatMul layout, or "both" for rows then panels; every run after
+//       the first also as a ratio to the first)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -147,11 +148,16 @@ struct Figures {
   double pp = 0, tg = 0, tg_batch = 0;  // best runs, tokens/s
 };
 
-// Loads the model on a backend of `isa` and prints llama-bench's figures for it.
-absl::StatusOr<Figures> RunOn(const std::string& path, kernels::CpuIsa isa, int threads, int pp,
-                              int tg, int repeats, int batch) {
-  std::unique_ptr<kernels::Backend> backend =
-      kernels::CreateCpuBackend({.num_threads = threads, .isa = isa});
+const char* LayoutName(kernels::WeightLayout layout) {
+  return layout == kernels::WeightLayout::kPanels ? "panels" : "rows";
+}
+
+// Loads the model on a backend of `isa` asking for `layout` and prints llama-bench's figures.
+absl::StatusOr<Figures> RunOn(const std::string& path, kernels::CpuIsa isa,
+                              kernels::WeightLayout layout, int threads, int pp, int tg,
+                              int repeats, int batch) {
+  std::unique_ptr<kernels::Backend> backend = kernels::CreateCpuBackend(
+      {.num_threads = threads, .isa = isa, .matmul_layout = layout});
   const auto load_start = Clock::now();
   absl::StatusOr<std::unique_ptr<model::Model>> loaded = model::LoadModel(path, {}, backend.get());
   if (!loaded.ok()) {
@@ -159,9 +165,10 @@ absl::StatusOr<Figures> RunOn(const std::string& path, kernels::CpuIsa isa, int 
                         "cannot load " + path + ": " + std::string(loaded.status().message()));
   }
   model::Model& m = **loaded;
-  std::printf("model %s (vocab %d, %d layers, hidden %d), %d threads, %s, load %.2f s\n",
+  std::printf("model %s (vocab %d, %d layers, hidden %d), %d threads, %s, %s weights, load %.2f s\n",
               path.c_str(), m.config().vocab_size, m.config().num_layers, m.config().hidden_size,
-              threads, std::string(backend->name()).c_str(), Seconds(load_start));
+              threads, std::string(backend->name()).c_str(), LayoutName(layout),
+              Seconds(load_start));
   Bench bench(m, *backend, batch, std::max(pp, tg));
   auto report = [](const std::string& test,
                    const absl::StatusOr<Stats>& s) -> absl::StatusOr<double> {
@@ -192,7 +199,7 @@ int Main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: %s MODEL_DIR [threads=2] [pp=512] [tg=128] [repeats=3] [batch=1] "
-                 "[isa=auto|generic|avx2|avx512|all]\n",
+                 "[isa=auto|generic|avx2|avx512|all] [layout=panels|rows|both]\n",
                  argv[0]);
     return 2;
   }
@@ -203,12 +210,14 @@ int Main(int argc, char** argv) {
   const int repeats = argc > 5 ? std::atoi(argv[5]) : 3;
   const int batch = argc > 6 ? std::atoi(argv[6]) : 1;
   const std::string isa_arg = argc > 7 ? argv[7] : "auto";
+  const std::string layout_arg = argc > 8 ? argv[8] : "panels";
   if (threads <= 0 || pp <= 0 || tg <= 0 || repeats <= 0 || batch <= 0) {
     std::fprintf(stderr, "all arguments must be positive\n");
     return 2;
   }
-  // "all": every ISA copy this binary and CPU run, each as a ratio to the generic copy's figures
-  // measured in the same invocation.
+  // "all": every ISA copy this binary and CPU run; "both": row-major weights, then panels. Each
+  // configuration after the first is printed as a ratio to the first, measured in the same
+  // invocation.
   std::vector<kernels::CpuIsa> isas;
   std::string isa_error;
   if (isa_arg == "all") {
@@ -219,20 +228,40 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "isa %s (or all)\n", isa_error.c_str());
     return 2;
   }
-  std::vector<Figures> figures;
-  for (kernels::CpuIsa isa : isas) {
-    absl::StatusOr<Figures> f = RunOn(path, isa, threads, pp, tg, repeats, batch);
-    if (!f.ok()) {
-      std::fprintf(stderr, "%s\n", f.status().ToString().c_str());
-      return 1;
-    }
-    figures.push_back(*f);
+  std::vector<kernels::WeightLayout> layouts;
+  if (layout_arg == "panels" || layout_arg == "both") layouts.push_back(kernels::WeightLayout::kPanels);
+  if (layout_arg == "rows" || layout_arg == "both") {
+    layouts.insert(layouts.begin(), kernels::WeightLayout::kRows);
   }
-  for (std::size_t i = 1; i < isas.size(); ++i) {
-    std::printf("%s / %s: pp %.2fx  tg %.2fx", std::string(kernels::CpuIsaName(isas[i])).c_str(),
-                std::string(kernels::CpuIsaName(isas[0])).c_str(), figures[i].pp / figures[0].pp,
-                figures[i].tg / figures[0].tg);
-    if (batch > 1) std::printf("  tg x%d %.2fx", batch, figures[i].tg_batch / figures[0].tg_batch);
+  if (layouts.empty()) {
+    std::fprintf(stderr, "layout %s: panels, rows or both\n", layout_arg.c_str());
+    return 2;
+  }
+  struct Run {
+    kernels::CpuIsa isa;
+    kernels::WeightLayout layout;
+    Figures figures;
+  };
+  std::vector<Run> runs;
+  for (kernels::CpuIsa isa : isas) {
+    for (kernels::WeightLayout layout : layouts) {
+      absl::StatusOr<Figures> f = RunOn(path, isa, layout, threads, pp, tg, repeats, batch);
+      if (!f.ok()) {
+        std::fprintf(stderr, "%s\n", f.status().ToString().c_str());
+        return 1;
+      }
+      runs.push_back({isa, layout, *f});
+    }
+  }
+  auto label = [](const Run& r) {
+    return std::string(kernels::CpuIsaName(r.isa)) + " " + LayoutName(r.layout);
+  };
+  for (std::size_t i = 1; i < runs.size(); ++i) {
+    const Figures& a = runs[i].figures;
+    const Figures& b = runs[0].figures;
+    std::printf("%s / %s: pp %.2fx  tg %.2fx", label(runs[i]).c_str(), label(runs[0]).c_str(),
+                a.pp / b.pp, a.tg / b.tg);
+    if (batch > 1) std::printf("  tg x%d %.2fx", batch, a.tg_batch / b.tg_batch);
     std::printf("\n");
   }
   return 0;

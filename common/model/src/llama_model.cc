@@ -13,6 +13,7 @@
 #include "llama_scratch.h"
 #include "rope.h"
 #include "tandem/base/status_macros.h"
+#include "tandem/kernels/panels.h"
 #include "weight_checks.h"
 
 namespace tandem::model {
@@ -85,10 +86,11 @@ struct ChunkRows {
 class LlamaModel final : public Model {
  public:
   LlamaModel(LlamaConfig config, LlamaWeights weights, std::vector<MappedFile> storage,
-             kernels::Backend* backend)
+             std::vector<kernels::PanelWeight> packed, kernels::Backend* backend)
       : config_(std::move(config)),
         weights_(std::move(weights)),
         storage_(std::move(storage)),
+        packed_(std::move(packed)),
         backend_(backend),
         rope_(internal::ComputeRopeTables(config_.head_dim, config_.rope_theta,
                                           config_.rope_scaling)),
@@ -118,6 +120,7 @@ class LlamaModel final : public Model {
   LlamaConfig config_;
   LlamaWeights weights_;
   std::vector<MappedFile> storage_;
+  std::vector<kernels::PanelWeight> packed_;  // the matrices weights_ points at when packed
   kernels::Backend* backend_;
   internal::RopeTables rope_;
   std::int64_t q_dim_;
@@ -278,8 +281,24 @@ absl::StatusOr<std::unique_ptr<Model>> CreateLlamaModel(LlamaConfig config, Llam
   TANDEM_RETURN_IF_ERROR(ValidateConfig(config, weights.layers.size()));
   TANDEM_RETURN_IF_ERROR(ValidateWeights(config, weights));
   config.base.arch = Architecture::kLlama;
-  return std::unique_ptr<Model>(
-      new LlamaModel(std::move(config), std::move(weights), std::move(storage), backend));
+  // The matrices in the backend's MatMul layout, packed once here; the embedding table stays
+  // row-major for Embed (a tied classifier gets a packed copy of its own).
+  std::vector<kernels::PanelWeight> packed;
+  if (backend->preferred_matmul_layout() == kernels::WeightLayout::kPanels) {
+    auto pack = [&packed](kernels::WeightView& w) {
+      packed.push_back(kernels::PanelWeight::Pack(w));
+      w = packed.back().view();
+    };
+    packed.reserve(weights.layers.size() * 7 + 1);
+    for (LlamaLayerWeights& l : weights.layers) {
+      for (kernels::WeightView* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+        pack(*w);
+      }
+    }
+    pack(weights.lm_head);
+  }
+  return std::unique_ptr<Model>(new LlamaModel(std::move(config), std::move(weights),
+                                               std::move(storage), std::move(packed), backend));
 }
 
 }  // namespace tandem::model

@@ -48,6 +48,9 @@ absl::Status CublasGemm::MatMul(const float* x, std::int64_t rows, const WeightV
     return absl::InvalidArgumentError(absl::StrCat("MatMul: ", rows, " x [", w.rows, " x ",
                                                    w.cols, "] outside cuBLAS's int dimensions"));
   }
+  if (w.layout != WeightLayout::kRows) {
+    return absl::InvalidArgumentError("MatMul: cuBLAS takes row-major weights, not CPU panels");
+  }
   if (rows == 0 || w.rows == 0) return absl::OkStatus();
   if (x == nullptr || y == nullptr || w.data == nullptr) {
     return absl::InvalidArgumentError("MatMul: null pointer");

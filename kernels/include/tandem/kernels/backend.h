@@ -40,6 +40,10 @@ class Backend {
 
   // y[r][o] = sum_i x[r][i] * w[o][i]   (x: [rows][w.cols], y: [rows][w.rows])
   virtual void MatMul(const float* x, std::int64_t rows, const WeightView& w, float* y) = 0;
+  // The weight layout MatMul runs fastest on. Models pack their matrices once at load
+  // (PanelWeight::Pack) when this is WeightLayout::kPanels; a backend that prefers kRows is never
+  // handed panels. The CPU backends take both.
+  virtual WeightLayout preferred_matmul_layout() const { return WeightLayout::kRows; }
   // y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight   (x and y may alias)
   virtual void RmsNorm(const float* x, std::int64_t rows, std::int64_t dim, const WeightView& weight,
                        float eps, float* y) = 0;
@@ -104,6 +108,11 @@ struct CpuBackendOptions {
   // kAuto: the best of AvailableCpuIsas(). Another value must be one of them; CreateCpuBackend
   // throws std::invalid_argument otherwise (a startup error: callers validate flags first).
   CpuIsa isa = CpuIsa::kAuto;
+  // What the backend asks models for (Backend::preferred_matmul_layout): panels, whose MatMul
+  // order (one FMA per column) gives register tiles of rows x outputs, about 1.4-1.8x the
+  // row-major prefill (docs/performance.md, "Panel MatMul"); kRows keeps the 16-lane dot order.
+  // Results differ in the last bits between the two, so every worker of a cluster uses one.
+  WeightLayout matmul_layout = WeightLayout::kPanels;
 };
 
 // The ISA CreateCpuBackend(options) runs: options.isa, or the best available for kAuto. Throws
