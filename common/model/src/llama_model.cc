@@ -14,6 +14,7 @@
 #include "rope.h"
 #include "tandem/base/status_macros.h"
 #include "tandem/kernels/panels.h"
+#include "weight_packing.h"
 #include "weight_checks.h"
 
 namespace tandem::model {
@@ -283,22 +284,13 @@ absl::StatusOr<std::unique_ptr<Model>> CreateLlamaModel(LlamaConfig config, Llam
   config.base.arch = Architecture::kLlama;
   // The matrices in the backend's MatMul layout, packed once here; the embedding table stays
   // row-major for Embed (a tied classifier gets a packed copy of its own).
-  std::vector<kernels::PanelWeight> packed;
-  if (backend->preferred_matmul_layout() == kernels::WeightLayout::kPanels) {
-    auto pack = [&packed](kernels::WeightView& w) {
-      packed.push_back(kernels::PanelWeight::Pack(w));
-      w = packed.back().view();
-    };
-    packed.reserve(weights.layers.size() * 7 + 1);
-    for (LlamaLayerWeights& l : weights.layers) {
-      for (kernels::WeightView* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
-        pack(*w);
-      }
-    }
-    pack(weights.lm_head);
+  internal::PackedWeights packed(*backend);
+  for (LlamaLayerWeights& l : weights.layers) {
+    packed.Pack({&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down});
   }
+  packed.Pack(weights.lm_head);
   return std::unique_ptr<Model>(new LlamaModel(std::move(config), std::move(weights),
-                                               std::move(storage), std::move(packed), backend));
+                                               std::move(storage), std::move(packed).Take(), backend));
 }
 
 }  // namespace tandem::model

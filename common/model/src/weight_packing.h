@@ -1,0 +1,32 @@
+#pragma once
+// Matrices packed once, at model load, into the layout the backend's MatMul prefers.
+#include <initializer_list>
+#include <vector>
+
+#include "tandem/kernels/backend.h"
+#include "tandem/kernels/panels.h"
+
+namespace tandem::model::internal {
+
+// When `backend` prefers panels, repacks each listed matrix and points it at the packed copy; the
+// copies are returned and must outlive the views. Empty views are skipped. Every dtype is packed,
+// FP8 included, so that a quantised checkpoint keeps its float32 twin's exact results. A matrix
+// another op reads besides MatMul (an embedding table, a weight sliced at arbitrary rows) must
+// not be listed.
+class PackedWeights {
+ public:
+  explicit PackedWeights(const kernels::Backend& backend)
+      : enabled_(backend.preferred_matmul_layout() == kernels::WeightLayout::kPanels) {}
+
+  void Pack(kernels::WeightView& w);
+  void Pack(std::initializer_list<kernels::WeightView*> ws) {
+    for (kernels::WeightView* w : ws) Pack(*w);
+  }
+  std::vector<kernels::PanelWeight> Take() && { return std::move(packed_); }
+
+ private:
+  bool enabled_;
+  std::vector<kernels::PanelWeight> packed_;
+};
+
+}  // namespace tandem::model::internal
