@@ -73,15 +73,40 @@ struct Fp8Columns {
   const float* scales;
   std::int64_t k0;  // the slice's first column: blocks are counted from its block
   int shift;        // log2(block columns)
-  void Load2(std::int64_t k, F32x16 (&w)[kVecs]) const {
-    PrefetchPanel(panel + k * kPanelRows);
-    const float* s = scales + (((k0 + k) >> shift) - (k0 >> shift)) * kPanelRows;
+  // One column block's view: its scales held in registers for the block's columns.
+  struct Block {
+    const std::uint8_t* panel;
+    F32x16 scale[kVecs];
+    void Load2(std::int64_t k, F32x16 (&w)[kVecs]) const {
+      PrefetchPanel(panel + k * kPanelRows);
+      static_assert(kVecs == 2);
+      LoadFp8x32(panel + k * kPanelRows, w);
 #pragma GCC unroll 2
-    for (int v = 0; v < kVecs; ++v) {
-      w[v] = Mul(LoadFp8(panel + k * kPanelRows + v * kLanes), Load(s + v * kLanes));
+      for (int v = 0; v < kVecs; ++v) w[v] = Mul(w[v], scale[v]);
     }
+  };
+  // The end (exclusive, at most n) of the block holding slice column k.
+  std::int64_t BlockEnd(std::int64_t k, std::int64_t n) const {
+    return std::min(n, ((((k0 + k) >> shift) + 1) << shift) - k0);
+  }
+  Block BlockAt(std::int64_t k) const {
+    const float* s = scales + (((k0 + k) >> shift) - (k0 >> shift)) * kPanelRows;
+    return {panel, {Load(s), Load(s + kLanes)}};
   }
 };
+// Dtypes without blocks: one block spans the slice.
+template <typename Columns>
+std::int64_t BlockEnd(const Columns&, std::int64_t, std::int64_t n) {
+  return n;
+}
+template <typename Columns>
+const Columns& BlockAt(const Columns& cols, std::int64_t) {
+  return cols;
+}
+inline std::int64_t BlockEnd(const Fp8Columns& cols, std::int64_t k, std::int64_t n) {
+  return cols.BlockEnd(k, n);
+}
+inline Fp8Columns::Block BlockAt(const Fp8Columns& cols, std::int64_t k) { return cols.BlockAt(k); }
 // x rows [0, R) (x_stride apart) over n columns, column by column: xp[k * R + i] = x[i][k]. The
 // tile then reads its R broadcasts from one line rather than from R rows at equal offsets of a
 // power-of-two stride, which share L1 sets.
@@ -109,16 +134,24 @@ void Tile(const float* xp, const Columns* cols, std::int64_t n, bool first, floa
       acc[r][v] = first ? Zero() : lanes == kLanes ? Load(at) : LoadPartial(at, lanes);
     }
   }
-  for (std::int64_t k = 0; k < n; ++k) {
-    F32x16 w[P][kVecs];
+  // Block by block (FP8: one scale block of columns, its scales in registers; other dtypes: the
+  // whole slice), then column by column.
+  for (std::int64_t k = 0; k < n;) {
+    const std::int64_t end = BlockEnd(cols[0], k, n);  // the panels' blocks share columns
+    using BlockT = std::remove_cvref_t<decltype(BlockAt(cols[0], k))>;
+    BlockT blocks[P] = {BlockAt(cols[0], k)};
+    for (int p = 1; p < P; ++p) blocks[p] = BlockAt(cols[p], k);
+    for (; k < end; ++k) {
+      F32x16 w[P][kVecs];
 #pragma GCC unroll 2
-    for (int p = 0; p < P; ++p) cols[p].Load2(k, w[p]);
+      for (int p = 0; p < P; ++p) blocks[p].Load2(k, w[p]);
 #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const Bcast b = Broadcast(xp[k * R + r]);
+      for (int r = 0; r < R; ++r) {
+        const Bcast b = Broadcast(xp[k * R + r]);
 #pragma GCC unroll 4
-      for (int v = 0; v < P * kVecs; ++v) {
-        acc[r][v] = FmaB(b, w[v / kVecs][v % kVecs], acc[r][v]);
+        for (int v = 0; v < P * kVecs; ++v) {
+          acc[r][v] = FmaB(b, w[v / kVecs][v % kVecs], acc[r][v]);
+        }
       }
     }
   }

@@ -235,6 +235,19 @@ inline F32x16 LoadFp8(const std::uint8_t* p) {
 }
 inline constexpr float kFp8LoadFactor = 1.0f;
 #endif
+// 32 e4m3 values as two LoadFp8 results, with one widening of all 32 bytes where the registers
+// are wide enough: the same bits per lane.
+inline void LoadFp8x32(const std::uint8_t* p, F32x16 (&out)[2]) {
+#if defined(TANDEM_SIMD_AVX512)
+  const __m512i b = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  const __m512i h = _mm512_and_si512(_mm512_slli_epi16(b, 7), _mm512_set1_epi16(-0x4001));
+  out[0] = HalvesToF32(_mm512_castsi512_si256(h));
+  out[1] = HalvesToF32(_mm512_extracti64x4_epi64(h, 1));
+#else
+  out[0] = LoadFp8(p);
+  out[1] = LoadFp8(p + kLanes);
+#endif
+}
 inline F32x16 LoadF16Partial(const std::uint16_t* p, int n) {
   std::uint16_t padded[kLanes] = {};
   std::memcpy(padded, p, n * sizeof(std::uint16_t));
