@@ -1,5 +1,10 @@
 #include "weight_packing.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
+
 namespace tandem::model::internal {
 
 void PackedWeights::Pack(kernels::WeightView& w) {
@@ -7,6 +12,16 @@ void PackedWeights::Pack(kernels::WeightView& w) {
     return;
   }
   packed_.push_back(kernels::PanelWeight::Pack(w));
+  // The row-major bytes are not read again (a view listed here is MatMul's alone): ask the kernel
+  // to reclaim their whole pages, so that a model mapped from its checkpoint does not keep both
+  // copies resident. MADV_PAGEOUT keeps the contents (a mapped file's clean pages are dropped and
+  // read back if touched; anonymous memory stays as it is without swap), so a page shared with a
+  // neighbouring tensor is only slower to reach, never changed. Best effort: errors are ignored.
+  const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<std::uintptr_t>(w.data);
+  const std::uintptr_t end = begin + static_cast<std::uintptr_t>(w.numel()) * kernels::DTypeSize(w.dtype);
+  const std::uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_PAGEOUT);
   w = packed_.back().view();
 }
 
