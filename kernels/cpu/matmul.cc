@@ -4,6 +4,7 @@
 #include <bit>
 
 #include "dot_tile.h"
+#include "matmul_tasks.h"
 #include "panel_matmul.h"
 
 TANDEM_KERNELS_ISA_BEGIN
@@ -31,9 +32,6 @@ constexpr int kGemvOutTile = 4;
 // Rows of x processed against a thread's whole weight range before moving on: sized so that
 // chunk of x stays in L2 while the weights stream through once per chunk.
 constexpr std::int64_t kRowChunkFloats = 1 << 18;
-// Below this many multiply-adds a call runs on the calling thread: waking workers costs more.
-constexpr std::int64_t kParallelMacs = 1 << 19;
-constexpr int kTasksPerThread = 4;  // dynamic hand-out evens out cores shared with other work
 
 // Weight row o as DotTile reads it, for each stored dtype.
 template <typename T>
@@ -111,9 +109,7 @@ template <int OT, typename Rows>
 void MatMulTyped(ThreadPool& pool, const float* x, std::int64_t rows, const Rows& w,
                  std::int64_t in, std::int64_t out, float* y) {
   const std::int64_t blocks = (out + OT - 1) / OT;
-  const bool parallel = rows * out * in >= kParallelMacs && pool.size() > 1;
-  const int tasks =
-      parallel ? static_cast<int>(std::min<std::int64_t>(blocks, pool.size() * kTasksPerThread)) : 1;
+  const int tasks = MatMulTasks(pool, rows, out, in, blocks);
   pool.Run(tasks, [&](int task, int) {
     const std::int64_t b0 = blocks * task / tasks;
     const std::int64_t b1 = blocks * (task + 1) / tasks;

@@ -6,6 +6,7 @@
 #include <memory>
 #include <type_traits>
 
+#include "matmul_tasks.h"
 #include "simd.h"
 
 TANDEM_KERNELS_ISA_BEGIN
@@ -29,13 +30,7 @@ constexpr int kTileRows = 4;
 // 256 KiB) stays in L2 while the panels pass.
 constexpr std::int64_t kSlice = 256;
 constexpr std::int64_t kRowBlock = 256;
-// Below this many multiply-adds a call runs on the calling thread: waking workers costs more.
-constexpr std::int64_t kParallelMacs = 1 << 19;
-constexpr int kTasksPerThread = 4;  // dynamic hand-out evens out cores shared with other work
 
-// Column k of a panel as two float32 vectors (outputs 0-15, 16-31), per dtype. Widening is exact;
-// FP8 is value * its block's scale (kFp8LoadFactor as in simd.h), the product the row-major
-// kernels and WeightView::At form.
 // Software prefetch this many bytes ahead in a panel: a decode batch reads each panel as one
 // sequential stream, which the hardware prefetchers alone leave short of the memory's bandwidth
 // (measured on the AVX-512 dev machine, GEMV from memory: 0.72-0.89 of the row-major kernel's
@@ -48,10 +43,18 @@ inline void PrefetchPanel(const T* column) {
   if constexpr (sizeof(T) * kPanelRows > 64) __builtin_prefetch(at + 64);
 }
 
-// float32, bf16 (kHalf false: simd.h's Load widens bf16) or f16 (kHalf true: F16C).
+// Column k of a panel as two float32 vectors (outputs 0-15, 16-31), per dtype, walked block by
+// block of columns: BlockAt(k) is what loads the columns of the block holding column k, up to
+// BlockEnd(k, n). Widening is exact; FP8 is value * its block's scale (kFp8LoadFactor as in
+// simd.h), the product the row-major kernels and WeightView::At form.
+//
+// float32, bf16 (kHalf false: simd.h's Load widens bf16) or f16 (kHalf true: F16C): one block
+// spans the slice.
 template <typename T, bool kHalf = false>
 struct PlainColumns {
   const T* panel;  // the panel's column 0
+  std::int64_t BlockEnd(std::int64_t, std::int64_t n) const { return n; }
+  const PlainColumns& BlockAt(std::int64_t) const { return *this; }
   void Load2(std::int64_t k, F32x16 (&w)[kVecs]) const {
     PrefetchPanel(panel + k * kPanelRows);
 #pragma GCC unroll 2
@@ -94,19 +97,6 @@ struct Fp8Columns {
     return {panel, {Load(s), Load(s + kLanes)}};
   }
 };
-// Dtypes without blocks: one block spans the slice.
-template <typename Columns>
-std::int64_t BlockEnd(const Columns&, std::int64_t, std::int64_t n) {
-  return n;
-}
-template <typename Columns>
-const Columns& BlockAt(const Columns& cols, std::int64_t) {
-  return cols;
-}
-inline std::int64_t BlockEnd(const Fp8Columns& cols, std::int64_t k, std::int64_t n) {
-  return cols.BlockEnd(k, n);
-}
-inline Fp8Columns::Block BlockAt(const Fp8Columns& cols, std::int64_t k) { return cols.BlockAt(k); }
 // x rows [0, R) (x_stride apart) over n columns, column by column: xp[k * R + i] = x[i][k]. The
 // tile then reads its R broadcasts from one line rather than from R rows at equal offsets of a
 // power-of-two stride, which share L1 sets.
@@ -137,10 +127,10 @@ void Tile(const float* xp, const Columns* cols, std::int64_t n, bool first, floa
   // Block by block (FP8: one scale block of columns, its scales in registers; other dtypes: the
   // whole slice), then column by column.
   for (std::int64_t k = 0; k < n;) {
-    const std::int64_t end = BlockEnd(cols[0], k, n);  // the panels' blocks share columns
-    using BlockT = std::remove_cvref_t<decltype(BlockAt(cols[0], k))>;
-    BlockT blocks[P] = {BlockAt(cols[0], k)};
-    for (int p = 1; p < P; ++p) blocks[p] = BlockAt(cols[p], k);
+    const std::int64_t end = cols[0].BlockEnd(k, n);  // the panels' blocks share columns
+    using BlockT = std::remove_cvref_t<decltype(cols[0].BlockAt(k))>;
+    BlockT blocks[P] = {cols[0].BlockAt(k)};
+    for (int p = 1; p < P; ++p) blocks[p] = cols[p].BlockAt(k);
     for (; k < end; ++k) {
       F32x16 w[P][kVecs];
 #pragma GCC unroll 2
@@ -253,18 +243,19 @@ void PanelsAt(const WeightView& w, const T* base, std::int64_t p, std::int64_t k
       cols[i] = {panel[i], mine, k0, shift};
     }
     TilesAgainstPanels<P>(xp, r0, r1, cols, n, first, yp, out, valid);
-  } else if constexpr (std::is_same_v<T, float>) {
-    PlainColumns<float> cols[P];
-    for (int i = 0; i < P; ++i) cols[i] = {panel[i]};
-    TilesAgainstPanels<P>(xp, r0, r1, cols, n, first, yp, out, valid);
-  } else if (w.dtype == DType::kF16) {
-    HalfColumns cols[P];
-    for (int i = 0; i < P; ++i) cols[i] = {panel[i]};
-    TilesAgainstPanels<P>(xp, r0, r1, cols, n, first, yp, out, valid);
   } else {
-    PlainColumns<std::uint16_t> cols[P];
-    for (int i = 0; i < P; ++i) cols[i] = {panel[i]};
-    TilesAgainstPanels<P>(xp, r0, r1, cols, n, first, yp, out, valid);
+    auto run = [&]<typename Columns>() {
+      Columns cols[P];
+      for (int i = 0; i < P; ++i) cols[i] = {panel[i]};
+      TilesAgainstPanels<P>(xp, r0, r1, cols, n, first, yp, out, valid);
+    };
+    if constexpr (std::is_same_v<T, float>) {
+      run.template operator()<PlainColumns<float>>();
+    } else if (w.dtype == DType::kF16) {
+      run.template operator()<HalfColumns>();
+    } else {
+      run.template operator()<PlainColumns<std::uint16_t>>();
+    }
   }
 }
 
@@ -300,13 +291,12 @@ template <typename T>
 void PanelMatMulTyped(ThreadPool& pool, const float* x, std::int64_t rows, const WeightView& w,
                       float* y) {
   const std::int64_t panels = (w.rows + kPanelRows - 1) / kPanelRows;
-  const bool parallel = rows * w.rows * w.cols >= kParallelMacs && pool.size() > 1;
-  const int tasks =
-      parallel ? static_cast<int>(std::min<std::int64_t>(panels, pool.size() * kTasksPerThread)) : 1;
+  const int tasks = MatMulTasks(pool, rows, w.rows, w.cols, panels);
   const Plan plan = PlanFor(rows, w.cols);
-  // Per thread: the packed x slice of one row block, then FP8's slice scales.
+  // Per thread: the packed x slice of one row block, then (FP8) the slice's scales.
   const std::int64_t xp_floats = plan.XpFloats(rows, w.cols);
-  const std::int64_t per_worker = xp_floats + plan.ScaleFloats(w.cols);
+  const std::int64_t per_worker =
+      xp_floats + (std::is_same_v<T, std::uint8_t> ? plan.ScaleFloats(w.cols) : 0);
   std::unique_ptr<float[]> buffers(new float[static_cast<std::size_t>(pool.size() * per_worker)]);
   pool.Run(tasks, [&](int task, int worker) {
     const std::int64_t p0 = panels * task / tasks;

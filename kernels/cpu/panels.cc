@@ -25,7 +25,9 @@ void Scatter(const std::byte* src, std::int64_t rows, std::int64_t cols, std::by
 
 }  // namespace
 
-void PanelWeight::FreeAligned::operator()(std::byte* p) const { ::operator delete[](p, kPanelAlign); }
+void PanelWeight::FreeAligned::operator()(std::byte* p) const {
+  ::operator delete[](p, kPanelAlign);
+}
 
 PanelWeight PanelWeight::Pack(const WeightView& rows) {
   PanelWeight packed;
@@ -34,7 +36,12 @@ PanelWeight PanelWeight::Pack(const WeightView& rows) {
   packed.bytes_ = static_cast<std::size_t>(panels * kPanelRows * rows.cols) * elem;
   packed.storage_.reset(static_cast<std::byte*>(::operator new[](packed.bytes_, kPanelAlign)));
   std::byte* dst = packed.storage_.get();
-  std::memset(dst, 0, packed.bytes_);  // the last panel's rows past `rows`: zeros, never read out
+  // The last panel's rows past `rows` are computed and never read out; zeros keep them finite.
+  // Every other byte is written by the scatter below.
+  if (rows.rows % kPanelRows != 0) {
+    const std::size_t panel_bytes = static_cast<std::size_t>(kPanelRows * rows.cols) * elem;
+    std::memset(dst + packed.bytes_ - panel_bytes, 0, panel_bytes);
+  }
   const auto* src = static_cast<const std::byte*>(rows.data);
   packed.view_ = rows;
   packed.view_.data = dst;

@@ -206,8 +206,8 @@ TEST_F(RolloutTest, ScaleUpScaleDownAndRollEveryWorkerWithoutBreakingAStream) {
       },
       seconds(60)))
       << "prefill-c: " << WorkerMetric("prefill-c", "tandem_worker_prefill_tokens_total")
-      << " prefill tokens, decode-c: " << WorkerMetric("decode-c", "tandem_worker_engine_steps_total")
-      << " engine steps";
+      << " prefill tokens, decode-c: "
+      << WorkerMetric("decode-c", "tandem_worker_engine_steps_total") << " engine steps";
 
   // Scale down: one prefill and one decode.
   ASSERT_NO_FATAL_FAILURE(Drain("prefill-a"));

@@ -165,7 +165,8 @@ absl::StatusOr<Figures> RunOn(const std::string& path, kernels::CpuIsa isa,
                         "cannot load " + path + ": " + std::string(loaded.status().message()));
   }
   model::Model& m = **loaded;
-  std::printf("model %s (vocab %d, %d layers, hidden %d), %d threads, %s, %s weights, load %.2f s\n",
+  std::printf("model %s (vocab %d, %d layers, hidden %d), %d threads, %s, %s weights, "
+              "load %.2f s\n",
               path.c_str(), m.config().vocab_size, m.config().num_layers, m.config().hidden_size,
               threads, std::string(backend->name()).c_str(), LayoutName(layout),
               Seconds(load_start));
@@ -229,9 +230,9 @@ int Main(int argc, char** argv) {
     return 2;
   }
   std::vector<kernels::WeightLayout> layouts;
-  if (layout_arg == "panels" || layout_arg == "both") layouts.push_back(kernels::WeightLayout::kPanels);
-  if (layout_arg == "rows" || layout_arg == "both") {
-    layouts.insert(layouts.begin(), kernels::WeightLayout::kRows);
+  if (layout_arg == "rows" || layout_arg == "both") layouts.push_back(kernels::WeightLayout::kRows);
+  if (layout_arg == "panels" || layout_arg == "both") {
+    layouts.push_back(kernels::WeightLayout::kPanels);
   }
   if (layouts.empty()) {
     std::fprintf(stderr, "layout %s: panels, rows or both\n", layout_arg.c_str());

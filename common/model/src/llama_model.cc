@@ -290,7 +290,8 @@ absl::StatusOr<std::unique_ptr<Model>> CreateLlamaModel(LlamaConfig config, Llam
   }
   packed.Pack(weights.lm_head);
   return std::unique_ptr<Model>(new LlamaModel(std::move(config), std::move(weights),
-                                               std::move(storage), std::move(packed).Take(), backend));
+                                               std::move(storage), std::move(packed).Take(),
+                                               backend));
 }
 
 }  // namespace tandem::model

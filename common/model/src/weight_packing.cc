@@ -19,7 +19,8 @@ void PackedWeights::Pack(kernels::WeightView& w) {
   // neighbouring tensor is only slower to reach, never changed. Best effort: errors are ignored.
   const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
   const auto begin = reinterpret_cast<std::uintptr_t>(w.data);
-  const std::uintptr_t end = begin + static_cast<std::uintptr_t>(w.numel()) * kernels::DTypeSize(w.dtype);
+  const std::uintptr_t end =
+      begin + static_cast<std::uintptr_t>(w.numel()) * kernels::DTypeSize(w.dtype);
   const std::uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
   if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_PAGEOUT);
   w = packed_.back().view();
