@@ -385,6 +385,12 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
 }  // namespace
 
 void StartSession(std::shared_ptr<ServerContext> context, tcp::socket socket) {
+  // A stream's head goes out when its first event is ready (a refusal must come before any
+  // byte), so the head and the first event are two small writes back to back: with Nagle's
+  // algorithm the event waits for the head's ACK, which a client in delayed-ACK mode (any
+  // reused connection) holds up to 40 ms. Every SSE event is latency-bound, never coalesced.
+  error_code ignored;
+  socket.set_option(tcp::no_delay(true), ignored);
   std::make_shared<Session>(std::move(context), std::move(socket))->Start();
 }
 

@@ -7,7 +7,8 @@ for tokens/s >= 1). Not a test.
   tests/perf/peers/setup.sh vllm client     # once: peers into ~/.cache/tandem-peers
   cmake --build BUILD --target tandem-router tandem-worker
   python3 tests/perf/peers/serving_vs_vllm.py --build-dir BUILD [--dtype f32]
-      [--concurrency 1 8 64] [--requests-per-concurrency 2] [--only tandem|vllm]
+      [--concurrency 1 8 64] [--requests-per-concurrency 2] [--request-rate 200]
+      [--only tandem|vllm]
 
 tandem: tandem-router + one combined tandem-worker (--threads THREADS). vLLM: its OpenAI server
 (python -m vllm.entrypoints.openai.api_server), OMP threads bound to the same cores. Both get
@@ -124,9 +125,14 @@ def start_vllm(a, model, log_dir):
     return s, url, model.name
 
 
-def aiperf(url, name, model, concurrency, requests, out_dir):
+def aiperf(url, name, model, concurrency, requests, rate, out_dir):
+    # Concurrency-capped arrivals at `rate` per second rather than aiperf's pure concurrency
+    # mode: in that mode its timing process polls for a free slot without sleeping and holds one
+    # of the two cores for the whole run (measured: 93-100% CPU at 64 streams), which leaves the
+    # server under test one core. With a rate, it sleeps between attempts.
     cmd = [AIPERF, "profile", "--model", name, "--url", url, "--endpoint-type", "completions",
            "--streaming", "--tokenizer", model, "--concurrency", concurrency,
+           "--request-rate", rate,
            "--request-count", requests, "--warmup-request-count", min(concurrency, 4),
            "--prompt-input-tokens-mean", 128, "--prompt-input-tokens-stddev", 0,
            "--prompt-output-tokens-mean", 64, "--prompt-output-tokens-stddev", 0,
@@ -161,6 +167,8 @@ def main():
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 64])
     ap.add_argument("--requests-per-concurrency", type=float, default=2.0,
                     help="requests per level = max(4, this x concurrency)")
+    ap.add_argument("--request-rate", type=float, default=200.0,
+                    help="arrivals per second, capped by the concurrency (see aiperf())")
     ap.add_argument("--only", choices=["tandem", "vllm"])
     ap.add_argument("--vllm-url", help="a vLLM server already serving the checkpoint (started as "
                     "start_vllm does, --served-model-name the checkpoint's folder name)")
@@ -180,7 +188,8 @@ def main():
             server, url, served = start(a, model, work)
             for c in a.concurrency:
                 n = max(4, int(a.requests_per_concurrency * c))
-                results[(name, c)] = aiperf(url, served, model, c, n, work / f"{name}-c{c}")
+                results[(name, c)] = aiperf(url, served, model, c, n, a.request_rate,
+                                             work / f"{name}-c{c}")
                 print(name, c, json.dumps(results[(name, c)]), flush=True)
         except Exception as e:  # a peer that cannot run here is a result, not a crash
             notes.append(f"{name}: {e}")
@@ -193,6 +202,7 @@ def main():
         return format(x, spec) if isinstance(x, (int, float)) else "-"
 
     print(f"\nserving_vs_vllm: {started}, checkpoint {model.name} ({a.dtype}), {a.threads} threads, "
+          f"arrivals {a.request_rate:g}/s capped by the concurrency, "
           f"load {load_start[0]:.2f} {load_start[1]:.2f} {load_start[2]:.2f} at start, "
           f"{os.getloadavg()[0]:.2f} at end")
     print("conc | engine | requests | out len | TTFT p50 ms | TTFT p90 ms | output tok/s")

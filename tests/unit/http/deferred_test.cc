@@ -152,6 +152,47 @@ TEST(DeferredTest, CanAnswerWithAStreamThatIsWatchedForDisconnects) {
   EXPECT_TRUE(stream_cancelled.WaitForNotificationWithTimeout(absl::Seconds(5)));
 }
 
+// A deferred stream's head and its first event leave back to back (the router answers once the
+// first token exists). With Nagle's algorithm on the server's socket the event waits for the
+// ACK of the head, which a client delays (up to 40 ms on Linux) once the connection has seen a
+// few request/response exchanges: the first token then reaches the client one ACK timer late.
+// The smallest gap of a few tries stays far below that timer when the socket sends at once.
+TEST(DeferredTest, FirstEventIsNotHeldBehindTheHeadsAck) {
+  ResponderBox box;
+  auto server = StartDeferring(&box);
+  auto client = RawClient::Connect(server->port());
+  ASSERT_NE(client, nullptr);
+  // Exchanges that put the client's side of the connection in delayed-ACK (interactive) mode.
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(client->Send("GET /ok HTTP/1.1\r\nHost: t\r\n\r\n"));
+    auto ok = client->ReadResponse();
+    ASSERT_TRUE(ok.has_value());
+    ASSERT_EQ(ok->status, 200);
+  }
+  auto smallest = milliseconds::max();
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    ASSERT_TRUE(client->Send(kSlowRequest));
+    std::shared_ptr<Responder> responder = box.Take();
+    ASSERT_NE(responder, nullptr);
+    SseResponse sse;
+    sse.on_open = [](std::shared_ptr<SseWriter> w) {
+      EXPECT_TRUE(w->TryWrite({.data = "first"}).ok());
+      w->Close();
+    };
+    responder->RespondStream(std::move(sse));
+    ASSERT_TRUE(client->ReadHead().has_value());
+    const auto head_at = testing::Clock::now();
+    auto event = client->ReadEvent();
+    ASSERT_TRUE(event.has_value());
+    EXPECT_EQ(*event, "data: first");
+    smallest = std::min(smallest, std::chrono::duration_cast<milliseconds>(
+                                      testing::Clock::now() - head_at));
+    // The rest of the stream (the closing chunk), so the connection is ready for the next one.
+    ASSERT_TRUE(client->ReadChunk().has_value());
+  }
+  EXPECT_LT(smallest.count(), 20) << "the first event waited for the head's ACK (Nagle)";
+}
+
 TEST(DeferredTest, DroppedResponderAnswers500) {
   Router router;
   ASSERT_TRUE(router

@@ -152,6 +152,28 @@ TEST_P(PanelMatMul, RowResultDoesNotDependOnBatchOrThreads) {
   }
 }
 
+// Prefill batches split into tasks by row blocks and then by panels: 300 rows are three row
+// blocks (the last one partial) and 70 outputs three panels, so 3 and 8 threads run different
+// grids of (row block, panel group) tasks; every row keeps the bits it has alone.
+TEST_P(PanelMatMul, PrefillTaskGridKeepsEveryRowsBits) {
+  constexpr std::int64_t kRows = 300, kOut = 70, kIn = 333;
+  std::mt19937 rng(43);
+  TestWeight w(kOut, kIn, dtype(), rng);
+  const PanelWeight packed = PanelWeight::Pack(w.view);
+  const std::vector<float> x = RandomFloats(kRows * kIn, rng);
+  const std::vector<float> one = Multiply(*Fast(1), x, kRows, packed.view());
+  for (int threads : {2, 3, 8}) {
+    const std::vector<float> y = Multiply(*Fast(threads), x, kRows, packed.view());
+    EXPECT_TRUE(BitEqual(y.data(), one.data(), y.size())) << threads << " threads";
+  }
+  auto fast = Fast(3);
+  for (std::int64_t r : {std::int64_t{0}, std::int64_t{127}, std::int64_t{128}, kRows - 1}) {
+    const std::vector<float> row(x.begin() + r * kIn, x.begin() + (r + 1) * kIn);
+    const std::vector<float> y = Multiply(*fast, row, 1, packed.view());
+    EXPECT_TRUE(BitEqual(y.data(), one.data() + r * kOut, kOut)) << "row " << r;
+  }
+}
+
 // Narrow dtypes are widened to their float32 twin's values, so the twin packed gives the same
 // bits; a row slice at a panel boundary gives the slice of the full result.
 TEST_P(PanelMatMul, SameBitsAsFloat32TwinAndRowSlices) {
