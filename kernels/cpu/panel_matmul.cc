@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <type_traits>
+#include <utility>
 
 #include "matmul_tasks.h"
 #include "simd.h"
@@ -27,9 +28,9 @@ constexpr int kTileRows = 4;
 #endif
 // Columns per slice: a panel's slice (kSlice x 32 weights, 32 KiB in float32) stays in L1 while
 // every row tile of the block reads it, and the block's x slice (kRowBlock x kSlice floats,
-// 128 KiB) stays in L2 while the panels pass.
+// 256 KiB) stays in L2 while the panels pass.
 constexpr std::int64_t kSlice = 256;
-constexpr std::int64_t kRowBlock = 128;
+constexpr std::int64_t kRowBlock = 256;
 
 // Software prefetch this many bytes ahead in a panel: a decode batch reads each panel as one
 // sequential stream, which the hardware prefetchers alone leave short of the memory's bandwidth
@@ -111,9 +112,27 @@ void PackRows(const float* x, std::int64_t x_stride, std::int64_t n, float* xp) 
 // R rows (packed by PackRows) against columns [0, n) of P panels, onto 0 (`first`) or onto the
 // sums an earlier slice left in y[p]; panel p's first valid[p] outputs are stored. Two panels at
 // once give a lone row (decode) four independent FMA chains and two weight streams.
+// The panel slice the prefill plan reads next, fetched into L2 a share per tile while the tiles
+// of the current one compute: otherwise the first tile of every panel slice waits on memory, which
+// at 64-256 rows (decode batches, short prompts) is a third of the MatMul's time.
+struct Lookahead {
+  const char* at = nullptr;
+  const char* end = nullptr;
+  std::int64_t lines_per_tile = 0;
+  // This tile's share: `lines` cache lines from `from`.
+  std::int64_t Take(const char** from) {
+    *from = at;
+    const std::int64_t lines = std::min<std::int64_t>(lines_per_tile, (end - at) / 64);
+    at += lines * 64;
+    return lines;
+  }
+};
+
 template <int R, int P, typename Columns>
 void Tile(const float* xp, const Columns* cols, std::int64_t n, bool first, float* const* y,
-          std::int64_t y_stride, const int* valid) {
+          std::int64_t y_stride, const int* valid, Lookahead* ahead) {
+  const char* fetch = nullptr;
+  const std::int64_t fetch_lines = ahead->Take(&fetch);
   F32x16 acc[R][P * kVecs];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
@@ -132,6 +151,7 @@ void Tile(const float* xp, const Columns* cols, std::int64_t n, bool first, floa
     BlockT blocks[P] = {cols[0].BlockAt(k)};
     for (int p = 1; p < P; ++p) blocks[p] = cols[p].BlockAt(k);
     for (; k < end; ++k) {
+      if (k < fetch_lines) __builtin_prefetch(fetch + k * 64, 0, 2);  // to L2
       F32x16 w[P][kVecs];
 #pragma GCC unroll 2
       for (int p = 0; p < P; ++p) blocks[p].Load2(k, w[p]);
@@ -175,15 +195,16 @@ void PackTiles(const float* x, std::int64_t in, std::int64_t r0, std::int64_t r1
 template <int P, typename Columns, int R = kTileRows>
 void TilesAgainstPanels(const float* xp, std::int64_t r0, std::int64_t r1, const Columns* cols,
                         std::int64_t n, bool first, float* const* y, std::int64_t out,
-                        const int* valid) {
+                        const int* valid, Lookahead* ahead) {
   std::int64_t r = r0;
   for (; r + R <= r1; r += R, xp += R * n) {
     float* yr[P];
     for (int p = 0; p < P; ++p) yr[p] = y[p] + r * out;
-    Tile<R, P>(xp, cols, n, first, yr, out, valid);
+    Tile<R, P>(xp, cols, n, first, yr, out, valid, ahead);
   }
   if constexpr (R > 1) {
-    if (r < r1) TilesAgainstPanels<P, Columns, R - 1>(xp, r, r1, cols, n, first, y, out, valid);
+    if (r < r1) TilesAgainstPanels<P, Columns, R - 1>(xp, r, r1, cols, n, first, y, out, valid,
+                                                              ahead);
   }
 }
 
@@ -192,21 +213,27 @@ void TilesAgainstPanels(const float* xp, std::int64_t r0, std::int64_t r1, const
 // most this many rows) is packed whole. Larger batches go by blocks of rows and slices of
 // columns (above), so that a panel slice read once serves a whole block.
 constexpr std::int64_t kWholeRowsMax = 16;
+// A block whose packed x (rows x all columns, float32) is at most this size runs panel by panel.
+constexpr std::int64_t kPanelMajorXBytes = std::int64_t{1} << 20;
 
+// Rows per block: 129 rows go as 65 + 64 rather than 128 + 1 (a short block streams every panel
+// again for a sliver of rows), and up to kRowBlock rows read the weights once.
 struct Plan {
-  std::int64_t row_block, slice;
-  std::int64_t XpFloats(std::int64_t rows, std::int64_t in) const {
-    return std::min(rows, row_block) * std::min(slice, in);
+  std::int64_t rows, row_block, slice, in;
+  std::int64_t BlockBegin(std::int64_t r) const { return std::min(rows, r); }
+  // Where block [r0, r1)'s slice at column k0 starts in the packed x: each block is its rows x
+  // in floats, slice after slice, each slice tile after tile (PackTiles).
+  std::int64_t PackedAt(std::int64_t r0, std::int64_t r1, std::int64_t k0) const {
+    return r0 * in + (r1 - r0) * k0;
   }
   // FP8: the scales of one slice for two panels, per column block (at least 16 columns) and
   // output.
-  std::int64_t ScaleFloats(std::int64_t in) const {
-    return 2 * (std::min(slice, in) / kLanes + 2) * kPanelRows;
-  }
+  std::int64_t ScaleFloats() const { return 2 * (std::min(slice, in) / kLanes + 2) * kPanelRows; }
 };
 Plan PlanFor(std::int64_t rows, std::int64_t in) {
-  if (rows <= kWholeRowsMax) return {rows, in};
-  return {kRowBlock, kSlice};
+  if (rows <= kWholeRowsMax) return {rows, rows, in, in};
+  const std::int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
+  return {rows, (rows + blocks - 1) / blocks, kSlice, in};
 }
 
 // Rows up to this many share one tile with two panels (AVX-512: 4 rows x 4 accumulators).
@@ -215,7 +242,8 @@ constexpr std::int64_t kPairRowsMax = std::max(1, kTileRows / 2);
 // Rows [r0, r1) (packed in xp) against panels [p, p + P) over columns [k0, k0 + n).
 template <typename T, int P>
 void PanelsAt(const WeightView& w, const T* base, std::int64_t p, std::int64_t k0, std::int64_t n,
-              const float* xp, std::int64_t r0, std::int64_t r1, float* scales, float* y) {
+              const float* xp, std::int64_t r0, std::int64_t r1, float* scales, float* y,
+              Lookahead* ahead) {
   const std::int64_t in = w.cols, out = w.rows;
   int valid[P];
   float* yp[P];
@@ -242,12 +270,12 @@ void PanelsAt(const WeightView& w, const T* base, std::int64_t p, std::int64_t k
       }
       cols[i] = {panel[i], mine, k0, shift};
     }
-    TilesAgainstPanels<P>(xp, r0, r1, cols, n, first, yp, out, valid);
+    TilesAgainstPanels<P>(xp, r0, r1, cols, n, first, yp, out, valid, ahead);
   } else {
     auto run = [&]<typename Columns>() {
       Columns cols[P];
       for (int i = 0; i < P; ++i) cols[i] = {panel[i]};
-      TilesAgainstPanels<P>(xp, r0, r1, cols, n, first, yp, out, valid);
+      TilesAgainstPanels<P>(xp, r0, r1, cols, n, first, yp, out, valid, ahead);
     };
     if constexpr (std::is_same_v<T, float>) {
       run.template operator()<PlainColumns<float>>();
@@ -259,27 +287,79 @@ void PanelsAt(const WeightView& w, const T* base, std::int64_t p, std::int64_t k
   }
 }
 
-// Panels [p_begin, p_end) for every row: block by block of rows, slice by slice of columns, the
-// block's x slice packed once per slice and each panel slice read from memory once per block.
+// x packed once for every task: block by block of rows, slice by slice of columns, tasks
+// [task * blocks_and_slices / tasks, ...) of the blocks' slices.
+void PackAll(ThreadPool& pool, int tasks, const float* x, const Plan& plan, float* xp) {
+  const std::int64_t blocks = (plan.rows + plan.row_block - 1) / plan.row_block;
+  const std::int64_t slices = (plan.in + plan.slice - 1) / plan.slice;
+  const std::int64_t units = blocks * slices;
+  auto pack = [&](std::int64_t u0, std::int64_t u1) {
+    for (std::int64_t u = u0; u < u1; ++u) {
+      const std::int64_t r0 = u / slices * plan.row_block, k0 = u % slices * plan.slice;
+      const std::int64_t r1 = plan.BlockBegin(r0 + plan.row_block);
+      const std::int64_t n = std::min(plan.slice, plan.in - k0);
+      PackTiles(x, plan.in, r0, r1, k0, n, xp + plan.PackedAt(r0, r1, k0));
+    }
+  };
+  const int pack_tasks = static_cast<int>(std::min<std::int64_t>(tasks, units));
+  if (pack_tasks <= 1) return pack(0, units);
+  pool.Run(pack_tasks, [&](int task, int) {
+    pack(units * task / pack_tasks, units * (task + 1) / pack_tasks);
+  });
+}
+
+// Panels [p_begin, p_end) for every row: block by block of rows, slice by slice of columns, each
+// panel slice read from memory once per block.
 template <typename T>
-void PanelRange(const float* x, std::int64_t rows, const WeightView& w, const Plan& plan,
-                std::int64_t p_begin, std::int64_t p_end, float* xp, float* scales, float* y) {
+void PanelRange(const float* xp, const WeightView& w, const Plan& plan, std::int64_t p_begin,
+                std::int64_t p_end, float* scales, float* y) {
   const std::int64_t in = w.cols;
   const T* base = static_cast<const T*>(w.data);
-  for (std::int64_t r0 = 0; r0 < rows; r0 += plan.row_block) {
-    const std::int64_t r1 = std::min(rows, r0 + plan.row_block);
-    for (std::int64_t k0 = 0; k0 < in; k0 += plan.slice) {
+  for (std::int64_t r0 = 0; r0 < plan.rows; r0 += plan.row_block) {
+    const std::int64_t r1 = plan.BlockBegin(r0 + plan.row_block);
+    // Pairs of panels when a single tile covers the rows (decode): twice the chains and the
+    // streams. The pairing only decides which outputs share a loop, never an output's sum.
+    const bool pairs = r1 - r0 <= kPairRowsMax;
+    // Panel by panel (each panel's slices in storage order, one sequential stream per task)
+    // while the block's whole packed x fits in L2 beside the panel slice; else slice by slice,
+    // so that only one x slice at a time needs to stay in L2.
+    const bool panel_major =
+        !pairs && (r1 - r0) * in * static_cast<std::int64_t>(sizeof(float)) <= kPanelMajorXBytes;
+    auto next_of = [&](std::int64_t p, std::int64_t k0) -> std::pair<std::int64_t, std::int64_t> {
+      const std::int64_t k_next = k0 + plan.slice < in ? k0 + plan.slice : 0;
+      if (panel_major) return {k_next != 0 ? p : (p + 1 < p_end ? p + 1 : p_begin), k_next};
+      return p + 1 < p_end ? std::pair{p + 1, k0} : std::pair{p_begin, k_next};
+    };
+    auto one_panel = [&](std::int64_t p, std::int64_t k0) {
       const std::int64_t n = std::min(plan.slice, in - k0);
-      PackTiles(x, in, r0, r1, k0, n, xp);
-      // Pairs of panels when a single tile covers the rows (decode): twice the chains and the
-      // streams. The pairing only decides which outputs share a loop, never an output's sum.
-      const bool pairs = r1 - r0 <= kPairRowsMax;
+      Lookahead ahead;
+      if (plan.rows > kWholeRowsMax) {
+        const auto [next_p, next_k0] = next_of(p, k0);
+        const std::int64_t next_n = std::min(plan.slice, in - next_k0);
+        const char* next =
+            reinterpret_cast<const char*>(base + (next_p * in + next_k0) * kPanelRows);
+        const std::int64_t lines = next_n * kPanelRows * static_cast<std::int64_t>(sizeof(T)) / 64;
+        const std::int64_t tiles = (r1 - r0 + kTileRows - 1) / kTileRows;
+        ahead = {next, next + lines * 64, (lines + tiles - 1) / tiles};
+      }
+      PanelsAt<T, 1>(w, base, p, k0, n, xp + plan.PackedAt(r0, r1, k0), r0, r1, scales, y, &ahead);
+    };
+    if (panel_major) {
+      for (std::int64_t p = p_begin; p < p_end; ++p) {
+        for (std::int64_t k0 = 0; k0 < in; k0 += plan.slice) one_panel(p, k0);
+      }
+      continue;
+    }
+    for (std::int64_t k0 = 0; k0 < in; k0 += plan.slice) {
       for (std::int64_t p = p_begin; p < p_end;) {
         if (pairs && p + 1 < p_end) {
-          PanelsAt<T, 2>(w, base, p, k0, n, xp, r0, r1, scales, y);
+          Lookahead none;
+          const std::int64_t n = std::min(plan.slice, in - k0);
+          PanelsAt<T, 2>(w, base, p, k0, n, xp + plan.PackedAt(r0, r1, k0), r0, r1, scales, y,
+                         &none);
           p += 2;
         } else {
-          PanelsAt<T, 1>(w, base, p, k0, n, xp, r0, r1, scales, y);
+          one_panel(p, k0);
           p += 1;
         }
       }
@@ -291,28 +371,19 @@ template <typename T>
 void PanelMatMulTyped(ThreadPool& pool, const float* x, std::int64_t rows, const WeightView& w,
                       float* y) {
   const std::int64_t panels = (w.rows + kPanelRows - 1) / kPanelRows;
+  const int tasks = MatMulTasks(pool, rows, w.rows, w.cols, panels);
   const Plan plan = PlanFor(rows, w.cols);
-  // Tasks split the row blocks first and the panels only as far as needed for enough tasks:
-  // every task packs its block's x once per slice, so a split over panels alone would pack the
-  // whole of x once per task (it was 9% of a 512-row prefill's MatMul time at 8 tasks).
-  const std::int64_t row_blocks = (rows + plan.row_block - 1) / plan.row_block;
-  const int wanted = MatMulTasks(pool, rows, w.rows, w.cols, panels * row_blocks);
-  const std::int64_t groups =
-      wanted <= 1 ? 1 : std::clamp<std::int64_t>((wanted + row_blocks - 1) / row_blocks, 1, panels);
-  const std::int64_t block_rows = wanted <= 1 ? rows : plan.row_block;
-  const int tasks = wanted <= 1 ? 1 : static_cast<int>(row_blocks * groups);
-  // Per thread: the packed x slice of one row block, then (FP8) the slice's scales.
-  const std::int64_t xp_floats = plan.XpFloats(rows, w.cols);
-  const std::int64_t per_worker =
-      xp_floats + (std::is_same_v<T, std::uint8_t> ? plan.ScaleFloats(w.cols) : 0);
-  std::unique_ptr<float[]> buffers(new float[static_cast<std::size_t>(pool.size() * per_worker)]);
+  // x is repacked once, shared by the tasks (split by panels): a task packing its own copy
+  // repeats the whole repack once per task (9% of a 512-row f32 MatMul at 8 tasks).
+  std::unique_ptr<float[]> xp(new float[static_cast<std::size_t>(rows * w.cols)]);
+  PackAll(pool, tasks, x, plan, xp.get());
+  // FP8: per thread, the scales of a slice.
+  const std::int64_t per_worker = std::is_same_v<T, std::uint8_t> ? plan.ScaleFloats() : 0;
+  std::unique_ptr<float[]> scales(new float[static_cast<std::size_t>(pool.size() * per_worker)]);
   pool.Run(tasks, [&](int task, int worker) {
-    const std::int64_t group = task % groups, r0 = task / groups * block_rows;
-    const std::int64_t p0 = panels * group / groups;
-    const std::int64_t p1 = panels * (group + 1) / groups;
-    float* mine = buffers.get() + worker * per_worker;
-    PanelRange<T>(x + r0 * w.cols, std::min(block_rows, rows - r0), w, plan, p0, p1, mine,
-                  mine + xp_floats, y + r0 * w.rows);
+    const std::int64_t p0 = panels * task / tasks;
+    const std::int64_t p1 = panels * (task + 1) / tasks;
+    PanelRange<T>(xp.get(), w, plan, p0, p1, scales.get() + worker * per_worker, y);
   });
 }
 

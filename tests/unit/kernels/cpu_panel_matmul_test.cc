@@ -97,11 +97,12 @@ TEST_P(PanelMatMul, MatchesReference) {
 }
 
 // The order contract, element by element: ((x0 * w0 + 0) + x1 * w1) + ..., each step one FMA
-// (a multiply and an add in the generic copy), with w the weight's float value. 600 columns span
-// three of the prefill plan's 256-column slices; 1, 16 (decode plan) and 17, 40, 300 rows
-// (prefill plan, with remainders of every tile height and a second row block) all must agree.
+// (a multiply and an add in the generic copy), with w the weight's float value. 1800 columns span
+// eight of the prefill plan's 256-column slices; 1, 16 (decode plan) and 17, 40, 300 rows
+// (prefill plan, with remainders of every tile height; 17 and 40 rows panel by panel, 300 rows
+// as two blocks of 150 slice by slice) all must agree.
 TEST_P(PanelMatMul, EveryElementIsTheColumnOrderFmaChain) {
-  constexpr std::int64_t kOut = 37, kIn = 600;
+  constexpr std::int64_t kOut = 37, kIn = 1800;
   std::mt19937 rng(5);
   TestWeight w(kOut, kIn, dtype(), rng);
   const PanelWeight packed = PanelWeight::Pack(w.view);
@@ -152,25 +153,28 @@ TEST_P(PanelMatMul, RowResultDoesNotDependOnBatchOrThreads) {
   }
 }
 
-// Prefill batches split into tasks by row blocks and then by panels: 300 rows are three row
-// blocks (the last one partial) and 70 outputs three panels, so 3 and 8 threads run different
-// grids of (row block, panel group) tasks; every row keeps the bits it has alone.
-TEST_P(PanelMatMul, PrefillTaskGridKeepsEveryRowsBits) {
-  constexpr std::int64_t kRows = 300, kOut = 70, kIn = 333;
-  std::mt19937 rng(43);
-  TestWeight w(kOut, kIn, dtype(), rng);
-  const PanelWeight packed = PanelWeight::Pack(w.view);
-  const std::vector<float> x = RandomFloats(kRows * kIn, rng);
-  const std::vector<float> one = Multiply(*Fast(1), x, kRows, packed.view());
-  for (int threads : {2, 3, 8}) {
-    const std::vector<float> y = Multiply(*Fast(threads), x, kRows, packed.view());
-    EXPECT_TRUE(BitEqual(y.data(), one.data(), y.size())) << threads << " threads";
-  }
-  auto fast = Fast(3);
-  for (std::int64_t r : {std::int64_t{0}, std::int64_t{127}, std::int64_t{128}, kRows - 1}) {
-    const std::vector<float> row(x.begin() + r * kIn, x.begin() + (r + 1) * kIn);
-    const std::vector<float> y = Multiply(*fast, row, 1, packed.view());
-    EXPECT_TRUE(BitEqual(y.data(), one.data() + r * kOut, kOut)) << "row " << r;
+// Prefill batches: 300 rows are two row blocks of 150 and 70 outputs three panels, so 1, 2, 3 and
+// 8 threads split the panels differently; 333 columns run panel by panel (the block's packed x
+// is small), 1800 columns slice by slice (it is not), with the next panel slice fetched ahead in
+// both orders. Every row keeps the bits it has alone.
+TEST_P(PanelMatMul, PrefillPlansKeepEveryRowsBits) {
+  constexpr std::int64_t kRows = 300, kOut = 70;
+  for (std::int64_t in : {333, 1800}) {
+    std::mt19937 rng(43);
+    TestWeight w(kOut, in, dtype(), rng);
+    const PanelWeight packed = PanelWeight::Pack(w.view);
+    const std::vector<float> x = RandomFloats(kRows * in, rng);
+    const std::vector<float> one = Multiply(*Fast(1), x, kRows, packed.view());
+    for (int threads : {2, 3, 8}) {
+      const std::vector<float> y = Multiply(*Fast(threads), x, kRows, packed.view());
+      EXPECT_TRUE(BitEqual(y.data(), one.data(), y.size())) << threads << " threads, " << in;
+    }
+    auto fast = Fast(3);
+    for (std::int64_t r : {std::int64_t{0}, std::int64_t{149}, std::int64_t{150}, kRows - 1}) {
+      const std::vector<float> row(x.begin() + r * in, x.begin() + (r + 1) * in);
+      const std::vector<float> y = Multiply(*fast, row, 1, packed.view());
+      EXPECT_TRUE(BitEqual(y.data(), one.data() + r * kOut, kOut)) << "row " << r << ", " << in;
+    }
   }
 }
 
