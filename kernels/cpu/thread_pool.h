@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -49,6 +50,12 @@ class ThreadPool {
   std::condition_variable start_cv_;
   std::condition_variable done_cv_;
   std::uint64_t generation_ = 0;
+  // generation_, readable without mu_: a worker that just finished a job polls it for a short
+  // while before sleeping on start_cv_, so the next job (a forward pass is hundreds of calls a
+  // few microseconds apart) does not wait for the kernel to wake it.
+  std::atomic<std::uint64_t> published_generation_{0};
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> tasks_remaining_{0};  // of the current job, readable without mu_
   int tasks_done_ = 0;
   bool stop_ = false;
   TaskFn fn_ = nullptr;
