@@ -109,9 +109,6 @@ void PackRows(const float* x, std::int64_t x_stride, std::int64_t n, float* xp) 
   }
 }
 
-// R rows (packed by PackRows) against columns [0, n) of P panels, onto 0 (`first`) or onto the
-// sums an earlier slice left in y[p]; panel p's first valid[p] outputs are stored. Two panels at
-// once give a lone row (decode) four independent FMA chains and two weight streams.
 // The panel slice the prefill plan reads next, fetched into L2 a share per tile while the tiles
 // of the current one compute: otherwise the first tile of every panel slice waits on memory, which
 // at 64-256 rows (decode batches, short prompts) is a third of the MatMul's time.
@@ -128,6 +125,9 @@ struct Lookahead {
   }
 };
 
+// R rows (packed by PackRows) against columns [0, n) of P panels, onto 0 (`first`) or onto the
+// sums an earlier slice left in y[p]; panel p's first valid[p] outputs are stored. Two panels at
+// once give a lone row (decode) four independent FMA chains and two weight streams.
 template <int R, int P, typename Columns>
 void Tile(const float* xp, const Columns* cols, std::int64_t n, bool first, float* const* y,
           std::int64_t y_stride, const int* valid, Lookahead* ahead) {
@@ -220,7 +220,7 @@ constexpr std::int64_t kPanelMajorXBytes = std::int64_t{1} << 20;
 // again for a sliver of rows), and up to kRowBlock rows read the weights once.
 struct Plan {
   std::int64_t rows, row_block, slice, in;
-  std::int64_t BlockBegin(std::int64_t r) const { return std::min(rows, r); }
+  std::int64_t RowEnd(std::int64_t r) const { return std::min(rows, r); }
   // Where block [r0, r1)'s slice at column k0 starts in the packed x: each block is its rows x
   // in floats, slice after slice, each slice tile after tile (PackTiles).
   std::int64_t PackedAt(std::int64_t r0, std::int64_t r1, std::int64_t k0) const {
@@ -296,7 +296,7 @@ void PackAll(ThreadPool& pool, int tasks, const float* x, const Plan& plan, floa
   auto pack = [&](std::int64_t u0, std::int64_t u1) {
     for (std::int64_t u = u0; u < u1; ++u) {
       const std::int64_t r0 = u / slices * plan.row_block, k0 = u % slices * plan.slice;
-      const std::int64_t r1 = plan.BlockBegin(r0 + plan.row_block);
+      const std::int64_t r1 = plan.RowEnd(r0 + plan.row_block);
       const std::int64_t n = std::min(plan.slice, plan.in - k0);
       PackTiles(x, plan.in, r0, r1, k0, n, xp + plan.PackedAt(r0, r1, k0));
     }
@@ -316,7 +316,7 @@ void PanelRange(const float* xp, const WeightView& w, const Plan& plan, std::int
   const std::int64_t in = w.cols;
   const T* base = static_cast<const T*>(w.data);
   for (std::int64_t r0 = 0; r0 < plan.rows; r0 += plan.row_block) {
-    const std::int64_t r1 = plan.BlockBegin(r0 + plan.row_block);
+    const std::int64_t r1 = plan.RowEnd(r0 + plan.row_block);
     // Pairs of panels when a single tile covers the rows (decode): twice the chains and the
     // streams. The pairing only decides which outputs share a loop, never an output's sum.
     const bool pairs = r1 - r0 <= kPairRowsMax;
@@ -342,7 +342,8 @@ void PanelRange(const float* xp, const WeightView& w, const Plan& plan, std::int
         const std::int64_t tiles = (r1 - r0 + kTileRows - 1) / kTileRows;
         ahead = {next, next + lines * 64, (lines + tiles - 1) / tiles};
       }
-      PanelsAt<T, 1>(w, base, p, k0, n, xp + plan.PackedAt(r0, r1, k0), r0, r1, scales, y, &ahead);
+      const float* block_xp = xp + plan.PackedAt(r0, r1, k0);
+      PanelsAt<T, 1>(w, base, p, k0, n, block_xp, r0, r1, scales, y, &ahead);
     };
     if (panel_major) {
       for (std::int64_t p = p_begin; p < p_end; ++p) {
