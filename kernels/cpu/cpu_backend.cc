@@ -7,6 +7,8 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #endif
 
 #include "kernel_table.h"
@@ -21,6 +23,25 @@ namespace {
 bool HasF16c() {
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
+#endif
+
+#if defined(__x86_64__)
+// CPUID leaf 7: subleaf 0 EDX bit 22 AMX-BF16, bit 24 AMX-TILE; subleaf 1 EAX bit 5 AVX512-BF16.
+bool CpuHasAmxBf16() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
+  if ((edx & (1u << 22)) == 0 || (edx & (1u << 24)) == 0) return false;
+  if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) == 0) return false;
+  return (eax & (1u << 5)) != 0;
+}
+
+// Linux keeps the tile registers' 8 KiB of state off until a process asks
+// (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)); the grant covers all of its threads.
+bool RequestTilePermission() {
+  constexpr int kArchReqXcompPerm = 0x1023;
+  constexpr int kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
 }
 #endif
 
@@ -68,13 +89,18 @@ const cpu::KernelTable* CompiledTable(CpuIsa isa) {
 class FastCpuBackend final : public Backend {
  public:
   FastCpuBackend(const CpuBackendOptions& options, CpuIsa isa)
-      : name_("cpu-" + std::string(CpuIsaName(isa))),
+      : name_("cpu-" + std::string(CpuIsaName(isa)) +
+              (options.bf16_matmul == Bf16MatMul::kAmx ? "-amx" : "")),
         k_(*CompiledTable(isa)),
         pool_(options.num_threads),
-        matmul_layout_(options.matmul_layout) {}
+        matmul_layout_(options.matmul_layout),
+        amx_(options.bf16_matmul == Bf16MatMul::kAmx) {}
 
   std::string_view name() const override { return name_; }
-  WeightLayout preferred_matmul_layout() const override { return matmul_layout_; }
+  WeightLayout preferred_matmul_layout(DType dtype) const override {
+    if (amx_ && dtype == DType::kBF16) return WeightLayout::kBf16Tiles;
+    return matmul_layout_;
+  }
 
   float* AllocateFloats(std::size_t count) override {
     // 64-byte aligned so that vector loads of whole rows never split a cache line needlessly.
@@ -83,6 +109,7 @@ class FastCpuBackend final : public Backend {
   void Free(float* ptr) override { ::operator delete[](ptr, std::align_val_t{64}); }
 
   void MatMul(const float* x, std::int64_t rows, const WeightView& w, float* y) override {
+    if (w.layout == WeightLayout::kBf16Tiles) return TilesMatMul(x, rows, w, y);
     k_.mat_mul(pool_, x, rows, w, y);
   }
   void RmsNorm(const float* x, std::int64_t rows, std::int64_t dim, const WeightView& weight,
@@ -129,10 +156,27 @@ class FastCpuBackend final : public Backend {
   }
 
  private:
+  // A backend created without AMX never asks for bf16 tiles; one handed them anyway gets the
+  // same arithmetic (x rounded to bf16, float32 sums) in plain loops, slowly and without the
+  // instruction's own sum order.
+  void TilesMatMul(const float* x, std::int64_t rows, const WeightView& w, float* y) {
+    if (amx_) return k_.amx_bf16_mat_mul(pool_, x, rows, w, y);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      for (std::int64_t o = 0; o < w.rows; ++o) {
+        float sum = 0.0f;
+        for (std::int64_t c = 0; c < w.cols; ++c) {
+          sum += Bf16ToF32(F32ToBf16(x[r * w.cols + c])) * w.At(o, c);
+        }
+        y[r * w.rows + o] = sum;
+      }
+    }
+  }
+
   const std::string name_;
   const cpu::KernelTable& k_;
   cpu::ThreadPool pool_;
   WeightLayout matmul_layout_;
+  bool amx_;
 };
 
 }  // namespace
@@ -190,8 +234,41 @@ CpuIsa ResolveCpuIsa(CpuIsa requested) {
                               AvailableCpuIsaNames() + ")");
 }
 
+std::string_view Bf16MatMulName(Bf16MatMul mode) {
+  return mode == Bf16MatMul::kAmx ? "amx" : "f32";
+}
+
+bool IsAmxBf16Available() {
+#if defined(__x86_64__) && defined(TANDEM_KERNELS_HAVE_AVX512)
+  return CpuRuns(CpuIsa::kAvx512) && CpuHasAmxBf16() && RequestTilePermission();
+#else
+  return false;
+#endif
+}
+
+std::optional<Bf16MatMul> ParseAvailableBf16MatMul(std::string_view name, std::string* error) {
+  if (name == Bf16MatMulName(Bf16MatMul::kF32)) return Bf16MatMul::kF32;
+  if (name == Bf16MatMulName(Bf16MatMul::kAmx)) {
+    if (IsAmxBf16Available()) return Bf16MatMul::kAmx;
+    *error = "amx: needs a CPU with AMX-TILE, AMX-BF16 and AVX512-BF16 (Intel Xeon from Sapphire "
+             "Rapids on), AVX-512 kernels in this binary and the OS's permission for the tile "
+             "registers; use f32";
+    return std::nullopt;
+  }
+  *error = std::string(name) + ": one of f32, amx";
+  return std::nullopt;
+}
+
 std::unique_ptr<Backend> CreateCpuBackend(const CpuBackendOptions& options) {
-  return std::make_unique<FastCpuBackend>(options, ResolveCpuIsa(options.isa));
+  const CpuIsa isa = ResolveCpuIsa(options.isa);
+  if (options.bf16_matmul == Bf16MatMul::kAmx &&
+      (isa != CpuIsa::kAvx512 || !IsAmxBf16Available())) {
+    throw std::invalid_argument(
+        "bf16 MatMul on AMX needs the AVX-512 kernels (cpu isa " + std::string(CpuIsaName(isa)) +
+        ") on a CPU and OS that run AMX-BF16 (available here: " +
+        (IsAmxBf16Available() ? "yes" : "no") + ")");
+  }
+  return std::make_unique<FastCpuBackend>(options, isa);
 }
 
 }  // namespace tandem::kernels

@@ -1,6 +1,7 @@
 // One ISA copy's table (compiled once per copy, like the kernels it points at).
 #include "kernel_table.h"
 
+#include "amx_matmul.h"
 #include "attention.h"
 #include "elementwise.h"
 #include "encoder_ops.h"
@@ -34,6 +35,11 @@ constinit const KernelTable TANDEM_KERNELS_TABLE = {
     .add_bias = &AddBias,
     .full_attention = &FullAttention,
     .full_attention_reference = &FullAttentionReference,
+#if defined(TANDEM_KERNELS_BUILD_AVX512)
+    .amx_bf16_mat_mul = &AmxBf16MatMul,
+#else
+    .amx_bf16_mat_mul = nullptr,
+#endif
 };
 
 }  // namespace tandem::kernels::cpu

@@ -29,6 +29,10 @@ struct KernelTable {
   void (*add_bias)(float* y, std::int64_t rows, const WeightView& bias);
   void (*full_attention)(ThreadPool& pool, const FullAttentionParams& p);
   void (*full_attention_reference)(const FullAttentionParams& p);
+  // MatMul of WeightLayout::kBf16Tiles weights on AMX (amx_matmul.h): the AVX-512 copy only, null
+  // in the others; callable only where the CPU and the OS allow AMX.
+  void (*amx_bf16_mat_mul)(ThreadPool& pool, const float* x, std::int64_t rows,
+                           const WeightView& w, float* y);
 };
 
 // Defined by the copies the build compiled (kernels/CMakeLists.txt: TANDEM_KERNELS_ISAS); the

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstring>
 #include <new>
+#include <stdexcept>
 
 namespace tandem::kernels {
 
@@ -23,15 +24,39 @@ void Scatter(const std::byte* src, std::int64_t rows, std::int64_t cols, std::by
   }
 }
 
+// Element (r, c) goes where WeightView::Index puts it; the padding stays zero, so that padded
+// products are 0 x 0 and every sum stays finite.
+void ScatterTiles(const std::uint16_t* from, std::int64_t rows, std::int64_t cols,
+                  const WeightView& packed, std::uint16_t* to) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < cols; ++c) to[packed.Index(r, c)] = from[r * cols + c];
+  }
+}
+
 }  // namespace
 
 void PanelWeight::FreeAligned::operator()(std::byte* p) const {
   ::operator delete[](p, kPanelAlign);
 }
 
-PanelWeight PanelWeight::Pack(const WeightView& rows) {
+PanelWeight PanelWeight::Pack(const WeightView& rows, WeightLayout layout) {
   PanelWeight packed;
   const std::size_t elem = DTypeSize(rows.dtype);
+  if (layout == WeightLayout::kBf16Tiles) {
+    if (rows.dtype != DType::kBF16) throw std::invalid_argument("bf16 tiles hold bf16 weights only");
+    const std::int64_t groups = (rows.rows + kTileGroupRows - 1) / kTileGroupRows;
+    const std::int64_t chunks = (rows.cols + kTileChunkCols - 1) / kTileChunkCols;
+    packed.bytes_ = static_cast<std::size_t>(groups * chunks * kTileGroupRows * kTileChunkCols) *
+                    elem;
+    packed.storage_.reset(static_cast<std::byte*>(::operator new[](packed.bytes_, kPanelAlign)));
+    std::memset(packed.storage_.get(), 0, packed.bytes_);
+    packed.view_ = rows;
+    packed.view_.data = packed.storage_.get();
+    packed.view_.layout = layout;
+    ScatterTiles(static_cast<const std::uint16_t*>(rows.data), rows.rows, rows.cols, packed.view_,
+                 reinterpret_cast<std::uint16_t*>(packed.storage_.get()));
+    return packed;
+  }
   const std::int64_t panels = (rows.rows + kPanelRows - 1) / kPanelRows;
   packed.bytes_ = static_cast<std::size_t>(panels * kPanelRows * rows.cols) * elem;
   packed.storage_.reset(static_cast<std::byte*>(::operator new[](packed.bytes_, kPanelAlign)));

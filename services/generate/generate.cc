@@ -33,7 +33,8 @@ engine::SamplingParams SamplingFor(const GenerateOptions& o, const ModelTokenize
 
 absl::Status RunGenerate(const GenerateOptions& options, std::ostream& out) {
   std::unique_ptr<kernels::Backend> backend =
-      kernels::CreateCpuBackend({.num_threads = options.threads, .isa = options.cpu_isa});
+      kernels::CreateCpuBackend({.num_threads = options.threads, .isa = options.cpu_isa,
+                                 .bf16_matmul = options.bf16_matmul});
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model,
                           model::LoadModel(options.model, {}, backend.get()));
   TANDEM_ASSIGN_OR_RETURN(ModelTokenizer tok,

@@ -31,6 +31,12 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(int argc, const char* const* 
   flags.String("cpu-isa", &cpu_isa,
                "CPU kernels: auto (the best this CPU runs), generic, avx2 or avx512",
                "TANDEM_CPU_ISA");
+  std::string bf16_matmul = "f32";
+  flags.String("bf16-matmul", &bf16_matmul,
+               "how MatMul multiplies bf16 weights: f32 (activations stay float32, exact products) or "
+            "amx (activations rounded to bf16 and multiplied on AMX tiles, as torch does: several "
+            "times the prefill throughput, last bits differ; needs AMX-BF16)",
+               "TANDEM_BF16_MATMUL");
 
   if (absl::Status st = flags.Parse(argc, argv, env); !st.ok()) return st;
   if (flags.help_requested()) {
@@ -60,6 +66,16 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(int argc, const char* const* 
       kernels::ParseAvailableCpuIsa(cpu_isa, &cpu_isa_error);
   if (!isa) return absl::InvalidArgumentError("--cpu-isa " + cpu_isa_error);
   o.cpu_isa = *isa;
+  std::string bf16_matmul_error;
+  const std::optional<kernels::Bf16MatMul> mode =
+      kernels::ParseAvailableBf16MatMul(bf16_matmul, &bf16_matmul_error);
+  if (!mode) return absl::InvalidArgumentError("--bf16-matmul " + bf16_matmul_error);
+  if (*mode == kernels::Bf16MatMul::kAmx &&
+      kernels::ResolveCpuIsa(*isa) != kernels::CpuIsa::kAvx512) {
+    return absl::InvalidArgumentError("--bf16-matmul amx runs beside the avx512 kernels, not "
+                                      "--cpu-isa " + cpu_isa);
+  }
+  o.bf16_matmul = *mode;
   // Sampling ranges are checked by the engine with the same messages the servers give.
   return parsed;
 }

@@ -19,6 +19,7 @@ struct GenerateOptions {
   std::int64_t seed = -1;  // < 0: derived from the request id
   int threads = 0;         // 0: hardware concurrency
   kernels::CpuIsa cpu_isa = kernels::CpuIsa::kAuto;
+  kernels::Bf16MatMul bf16_matmul = kernels::Bf16MatMul::kF32;
   bool print_ids = false;
   int kv_cache_mb = 256;
 };

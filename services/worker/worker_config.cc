@@ -25,6 +25,11 @@ void BindWorkerFlags(config::FlagSet* f, WorkerConfig* c) {
   f->String("cpu-isa", &c->cpu_isa,
             "CPU kernels: auto (the best this CPU runs), generic, avx2 or avx512",
             "TANDEM_CPU_ISA");
+  f->String("bf16-matmul", &c->bf16_matmul,
+            "how MatMul multiplies bf16 weights: f32 (activations stay float32, exact products) or "
+            "amx (activations rounded to bf16 and multiplied on AMX tiles, as torch does: several "
+            "times the prefill throughput, last bits differ; needs AMX-BF16)",
+            "TANDEM_BF16_MATMUL");
   f->Int("block-size", &c->block_size, "tokens per KV block", "TANDEM_BLOCK_SIZE");
   f->Int64("kv-cache-mb", &c->kv_cache_mb, "KV pool size in MiB", "TANDEM_KV_CACHE_MB");
   f->Int("max-num-seqs", &c->max_num_seqs, "sequences batched per step", "TANDEM_MAX_NUM_SEQS");

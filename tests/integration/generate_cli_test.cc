@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "subprocess.h"
+#include "tandem/kernels/backend.h"
 
 namespace tandem {
 namespace {
@@ -117,6 +118,11 @@ TEST(GenerateCliTest, BadFlagsExitWithStatus2AndAMessage) {
       {{"--model", "m", "stray"}, "unexpected argument 'stray'"},
       {{"--model", "m", "--cpu-isa", "avx1024"},
        "--cpu-isa avx1024: this binary and CPU run auto, generic"},
+      {{"--model", "m", "--bf16-matmul", "bf16"}, "--bf16-matmul bf16: one of f32, amx"},
+      // Either this machine lacks AMX (and says so) or AMX cannot run beside the generic copy.
+      {{"--model", "m", "--bf16-matmul", "amx", "--cpu-isa", "generic"},
+       kernels::IsAmxBf16Available() ? "--bf16-matmul amx runs beside the avx512 kernels"
+                                     : "--bf16-matmul amx: needs a CPU with AMX-TILE"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = {kBinary};

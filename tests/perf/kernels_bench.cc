@@ -28,6 +28,7 @@ namespace {
 using kernels::Backend;
 using kernels::DType;
 using kernels::WeightView;
+using kernels::WeightLayout;
 
 // Deterministic, cheap fill (a random generator over 512 MB would dominate start-up).
 void Fill(float* p, std::size_t n, std::uint32_t seed) {
@@ -90,21 +91,24 @@ struct Weights {
   }
 };
 
-std::unique_ptr<Backend> MakeBackend(bool fast, int threads = 0) {
-  return fast ? kernels::CreateCpuBackend({.num_threads = threads})
+std::unique_ptr<Backend> MakeBackend(bool fast, int threads = 0, bool amx = false) {
+  return fast ? kernels::CreateCpuBackend(
+                    {.num_threads = threads,
+                     .bf16_matmul = amx ? kernels::Bf16MatMul::kAmx : kernels::Bf16MatMul::kF32})
               : kernels::CreateReferenceCpuBackend();
 }
 
 const char* Kind(bool fast) { return fast ? "fast" : "reference"; }
 
-// panels: the weights packed once (PanelWeight) before timing, as the Llama forward does at load.
+// A packed layout: the weights packed once (PanelWeight) before timing, as the Llama forward does at
+// load; kBf16Tiles on a backend that runs bf16 on AMX.
 void MatMulBench(benchmark::State& state, bool fast, DType dtype, std::int64_t rows,
-                 std::int64_t out, std::int64_t in, int threads, bool panels) {
-  auto backend = MakeBackend(fast, threads);
+                 std::int64_t out, std::int64_t in, int threads, WeightLayout layout) {
+  auto backend = MakeBackend(fast, threads, layout == WeightLayout::kBf16Tiles);
   Weights w(out, in, dtype);
   std::optional<kernels::PanelWeight> packed;
-  if (panels) packed.emplace(kernels::PanelWeight::Pack(w.view));
-  const WeightView& view = panels ? packed->view() : w.view;
+  if (layout != WeightLayout::kRows) packed.emplace(kernels::PanelWeight::Pack(w.view, layout));
+  const WeightView& view = packed ? packed->view() : w.view;
   std::vector<float> x(rows * in), y(rows * out);
   Fill(x.data(), x.size(), 7);
   for (auto _ : state) {
@@ -248,7 +252,23 @@ std::string MatMulName(bool fast, DType dtype, const Shape& s) {
          std::to_string(s.in);
 }
 
-const char* Suffix(bool panels) { return panels ? "/panels" : ""; }
+const char* Suffix(WeightLayout layout) {
+  switch (layout) {
+    case WeightLayout::kRows: return "";
+    case WeightLayout::kPanels: return "/panels";
+    case WeightLayout::kBf16Tiles: return "/amx";
+  }
+  return "?";
+}
+
+// The layouts benchmarked for `dtype`: rows, panels, and bf16 tiles on AMX where it runs.
+std::vector<WeightLayout> Layouts(DType dtype) {
+  std::vector<WeightLayout> out = {WeightLayout::kRows, WeightLayout::kPanels};
+  if (dtype == DType::kBF16 && kernels::IsAmxBf16Available()) {
+    out.push_back(WeightLayout::kBf16Tiles);
+  }
+  return out;
+}
 
 std::string GemvName(DType dtype, int threads) {
   return std::string("Gemv/fast/") + std::string(kernels::DTypeName(dtype)) + "/" +
@@ -270,35 +290,37 @@ void Register() {
     for (const Shape& s : kShapes) {
       for (bool fast : {true, false}) {
         benchmark::RegisterBenchmark(MatMulName(fast, dtype, s).c_str(), MatMulBench, fast, dtype,
-                                     s.rows, s.out, s.in, 0, false)
+                                     s.rows, s.out, s.in, 0, WeightLayout::kRows)
             ->UseRealTime()
             ->Unit(benchmark::kMicrosecond);
       }
     }
   }
-  for (bool panels : {false, true}) {
-    for (DType dtype : kFastDtypes) {
+  for (DType dtype : kFastDtypes) {
+    for (WeightLayout layout : Layouts(dtype)) {
       for (const Shape& s : kFastShapes) {
-        benchmark::RegisterBenchmark((MatMulName(true, dtype, s) + Suffix(panels)).c_str(),
-                                     MatMulBench, true, dtype, s.rows, s.out, s.in, 0, panels)
+        benchmark::RegisterBenchmark((MatMulName(true, dtype, s) + Suffix(layout)).c_str(),
+                                     MatMulBench, true, dtype, s.rows, s.out, s.in, 0, layout)
             ->UseRealTime()
             ->MeasureProcessCPUTime()
             ->Unit(benchmark::kMicrosecond);
       }
     }
-    for (DType dtype : kDtypes) {
-      benchmark::RegisterBenchmark((GemvCachedName(dtype) + Suffix(panels)).c_str(), MatMulBench,
-                                   true, dtype, 1, kCachedOut, kCachedIn, 1, panels)
+  }
+  for (DType dtype : kDtypes) {
+    for (WeightLayout layout : Layouts(dtype)) {
+      benchmark::RegisterBenchmark((GemvCachedName(dtype) + Suffix(layout)).c_str(), MatMulBench,
+                                   true, dtype, 1, kCachedOut, kCachedIn, 1, layout)
           ->Unit(benchmark::kMicrosecond);
     }
   }
   const std::size_t stream_bytes = kGemvOut * kGemvIn * sizeof(float);
   for (int threads : {1, HardwareThreads()}) {
-    for (bool panels : {false, true}) {
-      for (DType dtype : kDtypes) {
-        benchmark::RegisterBenchmark((GemvName(dtype, threads) + Suffix(panels)).c_str(),
+    for (DType dtype : kDtypes) {
+      for (WeightLayout layout : Layouts(dtype)) {
+        benchmark::RegisterBenchmark((GemvName(dtype, threads) + Suffix(layout)).c_str(),
                                      MatMulBench, true, dtype, 1, kGemvOut, kGemvIn, threads,
-                                     panels)
+                                     layout)
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
       }
@@ -345,20 +367,25 @@ void PrintSummary(const RecordingReporter& reporter) {
   }
   std::printf("\n== fast MatMul, all threads (GFLOP = 2 x rows x out x in; per wall second, "
               "per CPU-second of all threads) ==\n");
-  for (bool panels : {false, true}) {
-    for (DType dtype : kFastDtypes) {
+  for (DType dtype : kFastDtypes) {
+    for (WeightLayout layout : Layouts(dtype)) {
       for (const Shape& s : kFastShapes) {
-        const std::string name = MatMulName(true, dtype, s) + Suffix(panels);
+        const std::string name = MatMulName(true, dtype, s) + Suffix(layout);
         const RunResult* f = Find(results, name);
         if (f == nullptr) continue;
         const double gflop = 2e-9 * s.rows * s.out * s.in;
         std::printf("%-40s %10.1f us  %7.1f GFLOP/s  %7.1f GFLOP/cpu-s", name.substr(12).c_str(),
                     f->real_time_us, gflop / (f->real_time_us * 1e-6),
                     gflop / (f->cpu_time_us * 1e-6));
-        // Panels against row-major weights, same shape, same invocation: the time ratio.
+        // Packed against row-major weights (and AMX against panels), same shape, same
+        // invocation: the time ratio.
         const RunResult* rows = Find(results, MatMulName(true, dtype, s));
-        if (panels && rows != nullptr) {
+        if (layout != WeightLayout::kRows && rows != nullptr) {
           std::printf("  %.2fx rows", rows->real_time_us / f->real_time_us);
+        }
+        const RunResult* panels = Find(results, MatMulName(true, dtype, s) + "/panels");
+        if (layout == WeightLayout::kBf16Tiles && panels != nullptr) {
+          std::printf("  %.2fx panels", panels->real_time_us / f->real_time_us);
         }
         std::printf("\n");
       }
@@ -366,9 +393,9 @@ void PrintSummary(const RecordingReporter& reporter) {
   }
   std::printf("\n== GEMV bandwidth (weight bytes read per second: 512 MiB f32, 256 MiB bf16/f16, "
               "128 MiB fp8; weights per second = bytes / element size) ==\n");
-  for (bool panels : {false, true}) {
-    for (DType dtype : kDtypes) {
-      const std::string name = GemvCachedName(dtype) + Suffix(panels);
+  for (DType dtype : kDtypes) {
+    for (WeightLayout layout : Layouts(dtype)) {
+      const std::string name = GemvCachedName(dtype) + Suffix(layout);
       const RunResult* c = Find(results, name);
       if (c == nullptr) continue;
       std::printf("%-42s in L2, 1 thread, CPU time: %6.2f G weights/s\n", name.c_str(),
@@ -382,9 +409,9 @@ void PrintSummary(const RecordingReporter& reporter) {
     const RunResult* stream = Find(results, StreamName(threads));
     if (stream == nullptr) continue;
     std::printf("stream read, %d thread(s): %6.2f GB/s\n", threads, stream->bytes_per_second / 1e9);
-    for (bool panels : {false, true}) {
-      for (DType dtype : kDtypes) {
-        const std::string name = GemvName(dtype, threads) + Suffix(panels);
+    for (DType dtype : kDtypes) {
+      for (WeightLayout layout : Layouts(dtype)) {
+        const std::string name = GemvName(dtype, threads) + Suffix(layout);
         const RunResult* g = Find(results, name);
         if (g == nullptr || stream->bytes_per_second <= 0) continue;
         std::printf("  %-49s %6.2f GB/s = %.2f of stream read, %6.2f G weights/s\n",

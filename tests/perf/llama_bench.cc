@@ -11,8 +11,9 @@
 //   build-x/tests/perf/tandem_llama_bench MODEL_DIR [threads=2] [pp=512] [tg=128] [repeats=3]
 //       [batch=1] [isa=auto] [layout=panels]   (batch > 1: tg also as `batch` streams decoding
 //       together, total tokens/s; isa: the kernels' ISA copy, or "all" for each copy this CPU
-//       runs; layout: the weights' MatMul layout, or "both" for rows then panels; every run after
-//       the first also as a ratio to the first)
+//       runs; layout: the weights' MatMul layout, "amx" for panels with bf16 weights on AMX
+//       (CpuBackendOptions::bf16_matmul), or a comma list of these, "both" for rows,panels; every
+//       run after the first also as a ratio to the first)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -148,16 +149,23 @@ struct Figures {
   double pp = 0, tg = 0, tg_batch = 0;  // best runs, tokens/s
 };
 
-const char* LayoutName(kernels::WeightLayout layout) {
-  return layout == kernels::WeightLayout::kPanels ? "panels" : "rows";
+// How the backend multiplies: the weights' layout, and bf16 on AMX or not.
+struct MatMulMode {
+  kernels::WeightLayout layout;
+  kernels::Bf16MatMul bf16;
+};
+
+const char* ModeName(const MatMulMode& mode) {
+  if (mode.bf16 == kernels::Bf16MatMul::kAmx) return "amx";
+  return mode.layout == kernels::WeightLayout::kPanels ? "panels" : "rows";
 }
 
-// Loads the model on a backend of `isa` asking for `layout` and prints llama-bench's figures.
-absl::StatusOr<Figures> RunOn(const std::string& path, kernels::CpuIsa isa,
-                              kernels::WeightLayout layout, int threads, int pp, int tg,
-                              int repeats, int batch) {
+// Loads the model on a backend of `isa` in `mode` and prints llama-bench's figures.
+absl::StatusOr<Figures> RunOn(const std::string& path, kernels::CpuIsa isa, MatMulMode mode,
+                              int threads, int pp, int tg, int repeats, int batch) {
   std::unique_ptr<kernels::Backend> backend = kernels::CreateCpuBackend(
-      {.num_threads = threads, .isa = isa, .matmul_layout = layout});
+      {.num_threads = threads, .isa = isa, .matmul_layout = mode.layout,
+       .bf16_matmul = mode.bf16});
   const auto load_start = Clock::now();
   absl::StatusOr<std::unique_ptr<model::Model>> loaded = model::LoadModel(path, {}, backend.get());
   if (!loaded.ok()) {
@@ -168,7 +176,7 @@ absl::StatusOr<Figures> RunOn(const std::string& path, kernels::CpuIsa isa,
   std::printf("model %s (vocab %d, %d layers, hidden %d), %d threads, %s, %s weights, "
               "load %.2f s\n",
               path.c_str(), m.config().vocab_size, m.config().num_layers, m.config().hidden_size,
-              threads, std::string(backend->name()).c_str(), LayoutName(layout),
+              threads, std::string(backend->name()).c_str(), ModeName(mode),
               Seconds(load_start));
   Bench bench(m, *backend, batch, std::max(pp, tg));
   auto report = [](const std::string& test,
@@ -200,7 +208,7 @@ int Main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: %s MODEL_DIR [threads=2] [pp=512] [tg=128] [repeats=3] [batch=1] "
-                 "[isa=auto|generic|avx2|avx512|all] [layout=panels|rows|both]\n",
+                 "[isa=auto|generic|avx2|avx512|all] [layout=panels|rows|amx|both|LIST]\n",
                  argv[0]);
     return 2;
   }
@@ -229,33 +237,55 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "isa %s (or all)\n", isa_error.c_str());
     return 2;
   }
-  std::vector<kernels::WeightLayout> layouts;
-  if (layout_arg == "rows" || layout_arg == "both") layouts.push_back(kernels::WeightLayout::kRows);
-  if (layout_arg == "panels" || layout_arg == "both") {
-    layouts.push_back(kernels::WeightLayout::kPanels);
+  std::vector<MatMulMode> modes;
+  const MatMulMode rows{kernels::WeightLayout::kRows, kernels::Bf16MatMul::kF32};
+  const MatMulMode panels{kernels::WeightLayout::kPanels, kernels::Bf16MatMul::kF32};
+  const MatMulMode amx{kernels::WeightLayout::kPanels, kernels::Bf16MatMul::kAmx};
+  for (std::size_t begin = 0; begin <= layout_arg.size();) {
+    std::size_t end = layout_arg.find(',', begin);
+    if (end == std::string::npos) end = layout_arg.size();
+    const std::string name = layout_arg.substr(begin, end - begin);
+    begin = end + 1;
+    if (name == "rows" || name == "both") modes.push_back(rows);
+    if (name == "panels" || name == "both") modes.push_back(panels);
+    if (name == "amx") {
+      std::string error;
+      if (!kernels::ParseAvailableBf16MatMul(name, &error)) {
+        std::fprintf(stderr, "layout %s\n", error.c_str());
+        return 2;
+      }
+      modes.push_back(amx);
+    }
+    if (name != "rows" && name != "panels" && name != "amx" && name != "both") modes.clear();
+    if (modes.empty()) break;
   }
-  if (layouts.empty()) {
-    std::fprintf(stderr, "layout %s: panels, rows or both\n", layout_arg.c_str());
+  if (modes.empty()) {
+    std::fprintf(stderr, "layout %s: panels, rows, amx, both or a comma list of them\n",
+                 layout_arg.c_str());
     return 2;
   }
   struct Run {
     kernels::CpuIsa isa;
-    kernels::WeightLayout layout;
+    MatMulMode mode;
     Figures figures;
   };
   std::vector<Run> runs;
   for (kernels::CpuIsa isa : isas) {
-    for (kernels::WeightLayout layout : layouts) {
-      absl::StatusOr<Figures> f = RunOn(path, isa, layout, threads, pp, tg, repeats, batch);
+    for (const MatMulMode& mode : modes) {
+      if (mode.bf16 == kernels::Bf16MatMul::kAmx && isa != kernels::CpuIsa::kAvx512 &&
+          kernels::ResolveCpuIsa(isa) != kernels::CpuIsa::kAvx512) {
+        continue;  // AMX runs beside the AVX-512 copy only
+      }
+      absl::StatusOr<Figures> f = RunOn(path, isa, mode, threads, pp, tg, repeats, batch);
       if (!f.ok()) {
         std::fprintf(stderr, "%s\n", f.status().ToString().c_str());
         return 1;
       }
-      runs.push_back({isa, layout, *f});
+      runs.push_back({isa, mode, *f});
     }
   }
   auto label = [](const Run& r) {
-    return std::string(kernels::CpuIsaName(r.isa)) + " " + LayoutName(r.layout);
+    return std::string(kernels::CpuIsaName(r.isa)) + " " + ModeName(r.mode);
   };
   for (std::size_t i = 1; i < runs.size(); ++i) {
     const Figures& a = runs[i].figures;

@@ -8,10 +8,10 @@
 namespace tandem::model::internal {
 
 void PackedWeights::Pack(kernels::WeightView& w) {
-  if (!enabled_ || w.empty() || w.layout != kernels::WeightLayout::kRows) {
-    return;
-  }
-  packed_.push_back(kernels::PanelWeight::Pack(w));
+  if (w.empty() || w.layout != kernels::WeightLayout::kRows) return;
+  const kernels::WeightLayout layout = backend_.preferred_matmul_layout(w.dtype);
+  if (layout == kernels::WeightLayout::kRows) return;
+  packed_.push_back(kernels::PanelWeight::Pack(w, layout));
   // The row-major bytes are not read again (a view listed here is MatMul's alone): ask the kernel
   // to reclaim their whole pages, so that a model mapped from its checkpoint does not keep both
   // copies resident. MADV_PAGEOUT keeps the contents (a mapped file's clean pages are dropped and

@@ -8,15 +8,14 @@
 
 namespace tandem::model::internal {
 
-// When `backend` prefers panels, repacks each listed matrix and points it at the packed copy; the
-// copies are returned and must outlive the views. Empty views are skipped. Every dtype is packed,
+// Repacks each listed matrix into the layout `backend` prefers for its dtype, when that is a packed
+// one, and points it at the packed copy; the copies are returned and must outlive the views. Empty views are skipped. Every dtype is packed,
 // FP8 included, so that a quantised checkpoint keeps its float32 twin's exact results. A matrix
 // another op reads besides MatMul (an embedding table, a weight sliced at arbitrary rows) must
 // not be listed.
 class PackedWeights {
  public:
-  explicit PackedWeights(const kernels::Backend& backend)
-      : enabled_(backend.preferred_matmul_layout() == kernels::WeightLayout::kPanels) {}
+  explicit PackedWeights(const kernels::Backend& backend) : backend_(backend) {}
 
   void Pack(kernels::WeightView& w);
   void Pack(std::initializer_list<kernels::WeightView*> ws) {
@@ -25,7 +24,7 @@ class PackedWeights {
   std::vector<kernels::PanelWeight> Take() && { return std::move(packed_); }
 
  private:
-  bool enabled_;
+  const kernels::Backend& backend_;
   std::vector<kernels::PanelWeight> packed_;
 };
 

@@ -6,7 +6,7 @@ dtype, one engine at a time. Prints tokens/s and the ratios tandem/peer. Not a t
   tests/perf/peers/setup.sh llama vllm      # once: peers into ~/.cache/tandem-peers
   cmake --build BUILD --target tandem_llama_bench
   python3 tests/perf/peers/engine_vs_peers.py --build-dir BUILD [--dtypes bf16 f16 f32]
-      [--threads 2] [--repeats 3] [--vllm]
+      [--threads 2] [--repeats 3] [--vllm] [--amx]
 
 Per dtype: tools/llama_checkpoint/make_random_llama.py writes the checkpoint in that dtype
 (cached under $PEERS/models), to_gguf.py converts it with the converter of the same llama.cpp
@@ -15,6 +15,9 @@ measure it, alternating --rounds times; each figure is the best run (the least d
 a shared machine; llama-bench's own samples are used for its side). tandem loads F32, BF16 and
 F16 safetensors (and FP8 with block scales, which llama.cpp's converter does not take); where it
 cannot load one, its column says why.
+With --amx (CPUs with AMX-BF16), tandem's bf16 checkpoint also runs with --bf16-matmul amx
+(activations rounded to bf16 and multiplied on AMX tiles, the arithmetic of vLLM's and torch's bf16
+path), as its own row "bf16-amx" beside the same llama.cpp and vLLM bf16 figures.
 vLLM (--vllm): its offline engine, pp = one 512-token prompt with max_tokens 1, tg = 128 tokens
 from a one-token prompt, timed around LLM.generate (so they include its scheduling).
 """
@@ -93,9 +96,9 @@ def llama_bench(path, threads, repeats):
     return res, None
 
 
-def tandem_bench(build, model_dir, threads, repeats):
+def tandem_bench(build, model_dir, threads, repeats, layout="panels"):
     exe = Path(build) / "tests" / "perf" / "tandem_llama_bench"
-    r = run([exe, model_dir, threads, 512, 128, repeats], timeout=3600)
+    r = run([exe, model_dir, threads, 512, 128, repeats, 1, "auto", layout], timeout=3600)
     if r.returncode != 0:
         return None, (r.stderr.strip() or r.stdout.strip()).splitlines()[-1]
     res = {}
@@ -134,6 +137,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=2,
                     help="engines alternate this many times per dtype; the best run counts")
     ap.add_argument("--vllm", action="store_true", help="also vLLM's offline engine (slow start)")
+    ap.add_argument("--amx", action="store_true",
+                    help="bf16 also with tandem's --bf16-matmul amx (its own row, bf16-amx)")
     a = ap.parse_args()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     load = os.getloadavg()
@@ -141,30 +146,37 @@ def main():
     for dtype in a.dtypes:
         model_dir = checkpoint(dtype)
         g = gguf(model_dir, dtype)
-        lc, td, lc_err, td_err = {}, {}, None, None
+        lc, td, tx, lc_err, td_err, tx_err = {}, {}, {}, None, None, None
+        amx = a.amx and dtype == "bf16"
         for _ in range(a.rounds):  # alternating, so a burst of load hits both engines alike
             l1, lc_err = llama_bench(g, a.threads, a.repeats)
             t1, td_err = tandem_bench(a.build_dir, model_dir, a.threads, a.repeats)
-            for best, new in ((lc, l1), (td, t1)):
+            x1, tx_err = (tandem_bench(a.build_dir, model_dir, a.threads, a.repeats, "amx")
+                          if amx else (None, None))
+            for best, new in ((lc, l1), (td, t1), (tx, x1)):
                 for k, x in (new or {}).items():
                     best[k] = max(best.get(k, 0), x)
         vl, vl_err = vllm_bench(model_dir, dtype, a.threads, a.repeats) if a.vllm else (None, None)
-        for name, err in (("llama.cpp", lc_err), ("tandem", td_err), ("vLLM", vl_err)):
+        for name, err in (("llama.cpp", lc_err), ("tandem", td_err), ("tandem amx", tx_err),
+                          ("vLLM", vl_err)):
             if err:
                 notes.append(f"{dtype} {name}: {err}")
-        for test in ("pp", "tg"):
-            t = (td or {}).get(test)
-            l = (lc or {}).get(test)
-            v = (vl or {}).get(test)
-            rows.append((dtype, "pp512" if test == "pp" else "tg128", t, l, v,
-                         t / l if t and l else None, t / v if t and v else None))
+        for label, mine in ((dtype, td), (dtype + "-amx", tx if amx else None)):
+            if mine is None:
+                continue
+            for test in ("pp", "tg"):
+                t = (mine or {}).get(test)
+                l = (lc or {}).get(test)
+                v = (vl or {}).get(test)
+                rows.append((label, "pp512" if test == "pp" else "tg128", t, l, v,
+                             t / l if t and l else None, t / v if t and v else None))
     print(f"\nengine_vs_peers: {started}, {a.threads} threads, best-effort load "
           f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (1/5/15 min) at start, "
           f"{os.getloadavg()[0]:.2f} at end")
-    print(f"{'dtype':5} {'test':6} {'tandem':>8} {'llama.cpp':>9} {'vLLM':>8} "
+    print(f"{'dtype':8} {'test':6} {'tandem':>8} {'llama.cpp':>9} {'vLLM':>8} "
           f"{'t/llama':>8} {'t/vLLM':>8}   (tokens/s, best of {a.rounds} x {a.repeats} runs)")
     for dtype, test, t, l, v, rl, rv in rows:
-        print(f"{dtype:5} {test:6} {fmt(t)} {fmt(l):>9} {fmt(v)} "
+        print(f"{dtype:8} {test:6} {fmt(t)} {fmt(l):>9} {fmt(v)} "
               f"{(f'{rl:8.2f}' if rl else f'{chr(45):>8}')} {(f'{rv:8.2f}' if rv else f'{chr(45):>8}')}")
     for n in notes:
         print("note: " + n)

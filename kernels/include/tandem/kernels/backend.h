@@ -40,10 +40,13 @@ class Backend {
 
   // y[r][o] = sum_i x[r][i] * w[o][i]   (x: [rows][w.cols], y: [rows][w.rows])
   virtual void MatMul(const float* x, std::int64_t rows, const WeightView& w, float* y) = 0;
-  // The weight layout MatMul runs fastest on. Models pack their matrices once at load
-  // (PanelWeight::Pack) when this is WeightLayout::kPanels; a backend that prefers kRows is never
-  // handed panels. The CPU backends take both.
-  virtual WeightLayout preferred_matmul_layout() const { return WeightLayout::kRows; }
+  // The layout MatMul runs fastest on for weights of `dtype`. Models pack their matrices once at
+  // load (PanelWeight::Pack) when this is a packed layout; a backend that prefers kRows is never
+  // handed packed weights. The CPU backends take every layout.
+  virtual WeightLayout preferred_matmul_layout(DType dtype) const {
+    (void)dtype;
+    return WeightLayout::kRows;
+  }
   // y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight   (x and y may alias)
   virtual void RmsNorm(const float* x, std::int64_t rows, std::int64_t dim, const WeightView& weight,
                        float eps, float* y) = 0;
@@ -103,6 +106,25 @@ std::string AvailableCpuIsaNames();
 // *error says why, e.g. "avx1024: this binary and CPU run auto, generic, avx2".
 std::optional<CpuIsa> ParseAvailableCpuIsa(std::string_view name, std::string* error);
 
+// How the fast CPU backend's MatMul multiplies bf16 weights.
+//  kF32: activations stay float32 and every product is exact (the default; the same arithmetic as
+//    the other dtypes).
+//  kAmx: activations rounded to bf16 (nearest even) and multiplied on AMX tiles with float32
+//    accumulation, the arithmetic of oneDNN and torch for bf16 models: several times kF32's prefill
+//    throughput (docs/performance.md, "AMX"), results that differ from kF32's in the low bits,
+//    batch invariant like every MatMul. Needs AMX-TILE, AMX-BF16 and AVX512-BF16 (Intel Xeon from
+//    Sapphire Rapids on) and the AVX-512 kernels; bf16 weights are packed into
+//    WeightLayout::kBf16Tiles, other dtypes keep kF32's path.
+enum class Bf16MatMul : std::uint8_t { kF32, kAmx };
+
+std::string_view Bf16MatMulName(Bf16MatMul mode);  // "f32", "amx"
+// A --bf16-matmul value; nullopt for an unknown name, or for "amx" where this binary and CPU (and
+// OS) cannot run it, with *error saying which.
+std::optional<Bf16MatMul> ParseAvailableBf16MatMul(std::string_view name, std::string* error);
+// Whether the CPU has AMX-TILE, AMX-BF16 and AVX512-BF16, the build has the AVX-512 kernels, and
+// the OS grants this process the tile registers (asked for here, once; the grant is per process).
+bool IsAmxBf16Available();
+
 struct CpuBackendOptions {
   int num_threads = 0;  // 0: hardware concurrency
   // kAuto: the best of AvailableCpuIsas(). Another value must be one of them; CreateCpuBackend
@@ -113,6 +135,9 @@ struct CpuBackendOptions {
   // row-major prefill (docs/performance.md, "Panel MatMul"); kRows keeps the 16-lane dot order.
   // Results differ in the last bits between the two, so every worker of a cluster uses one.
   WeightLayout matmul_layout = WeightLayout::kPanels;
+  // kAmx needs IsAmxBf16Available() and isa kAuto or kAvx512; CreateCpuBackend throws
+  // std::invalid_argument otherwise.
+  Bf16MatMul bf16_matmul = Bf16MatMul::kF32;
 };
 
 // The ISA CreateCpuBackend(options) runs: options.isa, or the best available for kAuto. Throws

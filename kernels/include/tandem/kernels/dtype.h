@@ -92,8 +92,15 @@ struct BlockScales {
 //  kPanels: MatMul's packed layout (panels.h): rows grouped in panels of kPanelRows, each panel
 //    stored column by column ([rows / kPanelRows][cols][kPanelRows], the last panel padded), so a
 //    MatMul reads one column of a panel's outputs as consecutive elements. Only MatMul takes it.
-enum class WeightLayout : std::uint8_t { kRows, kPanels };
+//  kBf16Tiles: bf16 only, the AMX MatMul's packed layout (panels.h): rows in groups of
+//    kTileGroupRows and columns in chunks of kTileChunkCols, each group x chunk block (1 KiB)
+//    stored as AMX's second tile operand, column pair by column pair ([cols / 2][16 rows][2]), the
+//    blocks of a row group consecutive ([rows / 16][cols / 32][16][16][2]); rows and columns are
+//    padded with zeros to whole blocks. Only MatMul takes it.
+enum class WeightLayout : std::uint8_t { kRows, kPanels, kBf16Tiles };
 inline constexpr std::int64_t kPanelRows = 32;
+inline constexpr std::int64_t kTileGroupRows = 16;
+inline constexpr std::int64_t kTileChunkCols = 32;
 
 // A matrix [rows][cols] (a vector has rows == 1) in its stored dtype, used in place (e.g. straight
 // from a memory-mapped checkpoint) or packed once (panels.h). Pointers belong to the backend's
@@ -113,6 +120,12 @@ struct WeightView {
     if (layout == WeightLayout::kPanels) {
       return ((r / kPanelRows) * cols + c) * kPanelRows + r % kPanelRows;
     }
+    if (layout == WeightLayout::kBf16Tiles) {
+      const std::int64_t chunks = (cols + kTileChunkCols - 1) / kTileChunkCols;
+      const std::int64_t block = (r / kTileGroupRows) * chunks + c / kTileChunkCols;
+      return block * kTileGroupRows * kTileChunkCols +
+             (c % kTileChunkCols / 2) * (2 * kTileGroupRows) + r % kTileGroupRows * 2 + c % 2;
+    }
     return r * cols + c;
   }
   // Host-only element access for loaders, tests and slow paths; FP8 is dequantised in float32
@@ -129,7 +142,8 @@ struct WeightView {
     return 0.0f;
   }
   // Rows [first, first+count) as a view of their own (experts stacked in one tensor, head slices).
-  // Packed panels slice at whole panels only: `first` a multiple of kPanelRows.
+  // Packed panels slice at whole panels only (`first` a multiple of kPanelRows), bf16 tiles at
+  // whole row groups (a multiple of kTileGroupRows).
   WeightView RowSlice(std::int64_t first, std::int64_t count) const {
     WeightView v{static_cast<const std::uint8_t*>(data) + Index(first, 0) * DTypeSize(dtype),
                  dtype, count, cols, scales, layout};

@@ -1,8 +1,11 @@
 #pragma once
-// MatMul weights packed once into panels (dtype.h, WeightLayout::kPanels): the layout the CPU
-// backend's panel MatMul reads, where each output is one FMA per column in column order (see
-// docs/performance.md, "Panel MatMul"). Packing keeps the dtype (bf16 stays bf16, FP8 keeps its
-// block scales), so a packed weight takes the bytes of the original plus at most one padded panel.
+// MatMul weights packed once into one of the CPU backend's packed layouts (dtype.h):
+//  - panels (WeightLayout::kPanels), which the panel MatMul reads, where each output is one FMA
+//    per column in column order (see docs/performance.md, "Panel MatMul"). Packing keeps the dtype
+//    (bf16 stays bf16, FP8 keeps its block scales), so a packed weight takes the bytes of the
+//    original plus at most one padded panel;
+//  - bf16 tiles (WeightLayout::kBf16Tiles, bf16 weights only), AMX's tile operand layout, which the
+//    AMX MatMul (CpuBackendOptions::bf16_matmul) reads, padded to whole 16 x 32 blocks.
 #include <cstddef>
 #include <memory>
 
@@ -12,9 +15,9 @@ namespace tandem::kernels {
 
 class PanelWeight {
  public:
-  // The row-major `rows` view repacked; its scales (FP8) are shared, not copied, so they must
-  // outlive the result.
-  static PanelWeight Pack(const WeightView& rows);
+  // The row-major `rows` view repacked into `layout` (kPanels, or kBf16Tiles for a bf16 view); its
+  // scales (FP8) are shared, not copied, so they must outlive the result.
+  static PanelWeight Pack(const WeightView& rows, WeightLayout layout = WeightLayout::kPanels);
 
   PanelWeight(PanelWeight&&) noexcept = default;
   PanelWeight& operator=(PanelWeight&&) noexcept = default;

@@ -1,0 +1,199 @@
+#include "amx_matmul.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+
+#include "matmul_tasks.h"
+
+#if defined(TANDEM_SIMD_AVX512)
+TANDEM_KERNELS_ISA_BEGIN
+namespace {
+
+// The AVX-512 copy's target plus the tile instructions and the bf16 conversion. Lambdas get no
+// target of their own, so every function that uses these instructions is a named one.
+#define TANDEM_AMX_TARGET                                                                     \
+  __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,amx-tile," \
+                        "amx-bf16")))
+
+constexpr std::int64_t kTokens = 16;                 // rows of x per tile (and of a C tile)
+constexpr std::int64_t kChunk = kTileChunkCols;      // bf16 columns per tile row (64 bytes)
+constexpr std::int64_t kOutputs = kTileGroupRows;    // outputs per weight tile (C tile columns)
+constexpr std::int64_t kBlockElems = kTileGroupRows * kTileChunkCols;  // one 1 KiB weight tile
+// x's packed rows per pass over a task's outputs: the pass's packed x stays in L2 (<= 1 MiB)
+// while every weight block of the task streams past it.
+constexpr std::int64_t kPassBytes = 1 << 20;
+// A decode batch streams each weight block from memory once; prefetching this far ahead in the
+// stream keeps the tile loads fed.
+constexpr int kWeightPrefetch = 4096;
+
+// ldtilecfg's 64-byte operand, palette 1: every tile used is 16 rows x 64 bytes.
+struct alignas(64) TileConfig {
+  std::uint8_t palette = 1;
+  std::uint8_t start_row = 0;
+  std::uint8_t reserved[14] = {};
+  std::uint16_t colsb[16] = {};
+  std::uint8_t tile_rows[16] = {};
+};
+
+// Tiles: C 0-3 (x tile i, weight tile j -> 2i + j), x 4-5, weights 6-7.
+TANDEM_AMX_TARGET void LoadTileConfig() {
+  TileConfig cfg;
+  for (int t = 0; t < 8; ++t) {
+    cfg.colsb[t] = 64;
+    cfg.tile_rows[t] = 16;
+  }
+  _tile_loadconfig(&cfg);
+}
+
+// x as bf16 in tiles: [rows / 16][in / 32][16 rows][32 columns] (both padded with zeros), so each
+// tile the kernel loads is 1 KiB in one piece, as the weights' tiles are.
+TANDEM_AMX_TARGET void PackRows(const float* x, std::int64_t in, std::int64_t chunks,
+                                std::int64_t r0, std::int64_t r1, std::uint16_t* xp) {
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const float* row = x + r * in;
+    std::uint16_t* to = xp + (r / kTokens * chunks * kTokens + r % kTokens) * kChunk;
+    for (std::int64_t k = 0, c = 0; k < chunks; ++k, c += kChunk) {
+      const std::int64_t n = std::clamp<std::int64_t>(in - c, 0, kChunk);
+      const __mmask16 lo = static_cast<__mmask16>(n >= 16 ? 0xffff : (1u << n) - 1);
+      const __mmask16 hi = static_cast<__mmask16>(n >= 32 ? 0xffff : n > 16 ? (1u << (n - 16)) - 1 : 0);
+      const __m512 a = _mm512_maskz_loadu_ps(lo, row + c);
+      const __m512 b = _mm512_maskz_loadu_ps(hi, row + c + 16);
+      // Nearest even, as F32ToBf16 (dtype.h) and torch's cast.
+      const __m512bh v = _mm512_cvtne2ps_pbh(b, a);
+      _mm512_storeu_si512(to + k * kBlockElems, reinterpret_cast<const __m512i&>(v));
+    }
+  }
+}
+
+struct Job {
+  const std::uint16_t* xp;   // packed x (PackRows)
+  std::int64_t rows;
+  const std::uint16_t* w;    // bf16 tiles
+  std::int64_t chunks;       // weight tiles per row group (in / 32, rounded up)
+  std::int64_t out;
+  float* y;
+};
+
+// C tile (token block t0, outputs o0) to y, only its rows and outputs that exist.
+TANDEM_AMX_TARGET inline void StoreTile(const Job& job, std::int64_t t0, std::int64_t o0,
+                                        const float* c) {
+  const std::int64_t tn = std::min(kTokens, job.rows - t0), on = std::min(kOutputs, job.out - o0);
+  for (std::int64_t t = 0; t < tn; ++t) {
+    std::memcpy(job.y + (t0 + t) * job.out + o0, c + t * kOutputs,
+                static_cast<std::size_t>(on) * sizeof(float));
+  }
+}
+
+// NX x-tiles (16 rows each, from t0) against NW weight tiles (16 outputs each, from group g), the
+// whole reduction chunk by chunk onto zeroed accumulators.
+template <int NX, int NW>
+TANDEM_AMX_TARGET void Block(const Job& job, std::int64_t t0, std::int64_t g) {
+  _tile_zero(0);
+  if constexpr (NW == 2) _tile_zero(1);
+  if constexpr (NX == 2) _tile_zero(2);
+  if constexpr (NX == 2 && NW == 2) _tile_zero(3);
+  const std::uint16_t* x0 = job.xp + t0 / kTokens * job.chunks * kBlockElems;
+  const std::uint16_t* x1 = x0 + job.chunks * kBlockElems;
+  const std::uint16_t* w0 = job.w + g * job.chunks * kBlockElems;
+  const std::uint16_t* w1 = w0 + job.chunks * kBlockElems;
+  for (std::int64_t k = 0; k < job.chunks; ++k) {
+    const std::uint16_t* wk0 = w0 + k * kBlockElems;
+    const std::uint16_t* wk1 = w1 + k * kBlockElems;
+    if constexpr (NX == 1) {
+      // Decode: the weights stream from memory, a tile's 16 lines ahead of each use.
+      for (int l = 0; l < 16; ++l) {
+        __builtin_prefetch(reinterpret_cast<const char*>(wk0) + kWeightPrefetch + 64 * l);
+        if constexpr (NW == 2) {
+          __builtin_prefetch(reinterpret_cast<const char*>(wk1) + kWeightPrefetch + 64 * l);
+        }
+      }
+    }
+    _tile_loadd(4, x0 + k * kBlockElems, 64);
+    _tile_loadd(6, wk0, 64);
+    _tile_dpbf16ps(0, 4, 6);
+    if constexpr (NW == 2) {
+      _tile_loadd(7, wk1, 64);
+      _tile_dpbf16ps(1, 4, 7);
+    }
+    if constexpr (NX == 2) {
+      _tile_loadd(5, x1 + k * kBlockElems, 64);
+      _tile_dpbf16ps(2, 5, 6);
+      if constexpr (NW == 2) _tile_dpbf16ps(3, 5, 7);
+    }
+  }
+  const std::int64_t o0 = g * kOutputs;
+  const std::int64_t y_bytes = job.out * static_cast<std::int64_t>(sizeof(float));
+  alignas(64) float c[kTokens * kOutputs];
+  // Whole tiles go straight to y, edge tiles through c. (A macro: GCC's tile intrinsics take the
+  // tile's number as a literal.)
+#define TANDEM_AMX_STORE(tile, tt, oo)                                    \
+  if ((tt) + kTokens <= job.rows && (oo) + kOutputs <= job.out) {         \
+    _tile_stored(tile, job.y + (tt) * job.out + (oo), y_bytes);           \
+  } else {                                                                \
+    _tile_stored(tile, c, kOutputs * static_cast<std::int64_t>(sizeof(float))); \
+    StoreTile(job, tt, oo, c);                                            \
+  }
+  TANDEM_AMX_STORE(0, t0, o0);
+  if constexpr (NW == 2) { TANDEM_AMX_STORE(1, t0, o0 + kOutputs); }
+  if constexpr (NX == 2) { TANDEM_AMX_STORE(2, t0 + kTokens, o0); }
+  if constexpr (NX == 2 && NW == 2) { TANDEM_AMX_STORE(3, t0 + kTokens, o0 + kOutputs); }
+#undef TANDEM_AMX_STORE
+}
+
+// Row groups [g_begin, g_end) of the weights for every row of x: pass by pass of x rows (each
+// pass's packed x stays in L2), the weights in pairs of groups against pairs of x tiles.
+TANDEM_AMX_TARGET void GroupRange(const Job& job, std::int64_t g_begin, std::int64_t g_end) {
+  LoadTileConfig();
+  const std::int64_t x_tiles = (job.rows + kTokens - 1) / kTokens;
+  const std::int64_t pass_tiles = std::max<std::int64_t>(
+      2, kPassBytes / (job.chunks * kBlockElems * 2) / 2 * 2);
+  const std::int64_t groups = (job.out + kOutputs - 1) / kOutputs;
+  for (std::int64_t p0 = 0; p0 < x_tiles; p0 += pass_tiles) {
+    const std::int64_t p1 = std::min(x_tiles, p0 + pass_tiles);
+    for (std::int64_t g = g_begin; g < g_end; g += 2) {
+      const bool two_groups = g + 1 < g_end && g + 1 < groups;
+      for (std::int64_t t = p0; t < p1; t += 2) {
+        const bool two_x = t + 1 < p1;
+        if (two_x && two_groups) Block<2, 2>(job, t * kTokens, g);
+        else if (two_x) Block<2, 1>(job, t * kTokens, g);
+        else if (two_groups) Block<1, 2>(job, t * kTokens, g);
+        else Block<1, 1>(job, t * kTokens, g);
+      }
+    }
+  }
+  _tile_release();
+}
+
+}  // namespace
+
+void AmxBf16MatMul(ThreadPool& pool, const float* x, std::int64_t rows, const WeightView& w,
+                   float* y) {
+  if (rows <= 0 || w.rows <= 0) return;
+  const std::int64_t chunks = (w.cols + kChunk - 1) / kChunk;
+  const std::int64_t stride = chunks * kChunk;
+  const std::int64_t padded_rows = (rows + kTokens - 1) / kTokens * kTokens;
+  std::unique_ptr<std::uint16_t[]> xp(
+      new std::uint16_t[static_cast<std::size_t>(padded_rows * stride)]);
+  if (padded_rows > rows) {  // the last tile's missing rows
+    std::memset(xp.get() + (padded_rows - kTokens) * stride, 0,
+                static_cast<std::size_t>(kTokens * stride) * sizeof(std::uint16_t));
+  }
+  const std::int64_t groups = (w.rows + kOutputs - 1) / kOutputs;
+  const std::int64_t units = (groups + 1) / 2;  // tasks take pairs of groups
+  const int tasks = MatMulTasks(pool, rows, w.rows, w.cols, units);
+  const int pack_tasks = static_cast<int>(std::min<std::int64_t>(tasks, rows));
+  pool.Run(pack_tasks, [&](int task, int) {
+    PackRows(x, w.cols, chunks, rows * task / pack_tasks, rows * (task + 1) / pack_tasks,
+             xp.get());
+  });
+  const Job job{xp.get(), rows, static_cast<const std::uint16_t*>(w.data), chunks, w.rows, y};
+  pool.Run(tasks, [&](int task, int) {
+    const std::int64_t u0 = units * task / tasks, u1 = units * (task + 1) / tasks;
+    GroupRange(job, 2 * u0, std::min(groups, 2 * u1));
+  });
+}
+
+TANDEM_KERNELS_ISA_END
+#endif  // TANDEM_SIMD_AVX512

@@ -1,0 +1,25 @@
+#pragma once
+
+#include <cstdint>
+
+#include "isa.h"
+#include "tandem/kernels/dtype.h"
+#include "thread_pool.h"
+
+// The AVX-512 copy only: the other copies compile this to nothing.
+#if defined(TANDEM_SIMD_AVX512)
+TANDEM_KERNELS_ISA_BEGIN
+
+// y[r][o] for x: [rows][w.cols] and w bf16 in WeightLayout::kBf16Tiles, on AMX tiles: x rounded to
+// bf16 (nearest even), products summed in float32 by TDPBF16PS, 32 columns per instruction, the
+// chunks in column order onto 0. An output depends only on its row of x and its row of w (the
+// same instructions on the same operands whatever the batch, the row's place in a tile, the tile
+// or the thread), so y[r][o] is bit-identical for any `rows`. Its bits differ from the float32
+// MatMuls' (x is rounded first; the instruction's internal sum order is the hardware's).
+// Only for a CPU with AMX-TILE, AMX-BF16 and AVX512-BF16 whose process holds the OS's permission
+// to use the tile registers (cpu_backend.cc asks for it before creating a backend that runs this).
+void AmxBf16MatMul(ThreadPool& pool, const float* x, std::int64_t rows, const WeightView& w,
+                   float* y);
+
+TANDEM_KERNELS_ISA_END
+#endif  // TANDEM_SIMD_AVX512

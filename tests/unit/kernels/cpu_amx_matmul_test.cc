@@ -1,0 +1,194 @@
+// MatMul of bf16 weights on AMX tiles (CpuBackendOptions::bf16_matmul = kAmx): the packed layout,
+// the kernel against a bf16-activation oracle, and batch invariance across row counts, row
+// positions and threads. The kernel tests skip on CPUs without AMX; the layout tests run anywhere.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernel_test_util.h"
+#include "tandem/kernels/backend.h"
+#include "tandem/kernels/panels.h"
+
+namespace tandem::kernels {
+namespace {
+
+using testing::BitEqual;
+using testing::RandomFloats;
+using testing::TestWeight;
+
+// What the AMX MatMul computes, in double: x rounded to bf16 (nearest even) times the weight.
+// Also returns sum |term| for the error bound.
+void Bf16Oracle(const std::vector<float>& x, std::int64_t rows, const WeightView& w,
+                std::vector<double>* y, std::vector<double>* magnitude) {
+  y->assign(rows * w.rows, 0.0);
+  magnitude->assign(rows * w.rows, 0.0);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t o = 0; o < w.rows; ++o) {
+      double sum = 0.0, mag = 0.0;
+      for (std::int64_t c = 0; c < w.cols; ++c) {
+        const double term =
+            static_cast<double>(Bf16ToF32(F32ToBf16(x[r * w.cols + c]))) * w.At(o, c);
+        sum += term;
+        mag += std::fabs(term);
+      }
+      (*y)[r * w.rows + o] = sum;
+      (*magnitude)[r * w.rows + o] = mag;
+    }
+  }
+}
+
+std::vector<float> Multiply(Backend& b, const float* x, std::int64_t rows, const WeightView& w) {
+  std::vector<float> y(rows * w.rows, NAN);
+  b.MatMul(x, rows, w, y.data());
+  return y;
+}
+
+// float32 sums of products exact in float32 (bf16 x bf16): within 1e-5 of sum |term|.
+void ExpectNearOracle(const std::vector<float>& x, std::int64_t rows, const WeightView& w,
+                      const std::vector<float>& got, const std::string& what) {
+  std::vector<double> want, magnitude;
+  Bf16Oracle(x, rows, w, &want, &magnitude);
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], 1e-5 * magnitude[i] + 1e-30)
+        << what << ": row " << i / w.rows << " output " << i % w.rows;
+  }
+}
+
+std::unique_ptr<Backend> AmxBackend(int threads) {
+  return CreateCpuBackend({.num_threads = threads, .bf16_matmul = Bf16MatMul::kAmx});
+}
+
+#define SKIP_WITHOUT_AMX()                                                               \
+  if (!IsAmxBf16Available()) {                                                           \
+    GTEST_SKIP() << "this CPU (or OS) does not run AMX-BF16, or the build has no AVX-512 " \
+                    "kernels";                                                           \
+  }
+
+TEST(Bf16Tiles, EveryElementKeepsItsValueAndRowSlicesFollowGroups) {
+  std::mt19937 rng(5);
+  for (auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {15, 31}, {17, 33},
+                            {40, 100}, {64, 64}}) {
+    TestWeight w(rows, cols, DType::kBF16, rng);
+    const PanelWeight packed = PanelWeight::Pack(w.view, WeightLayout::kBf16Tiles);
+    const WeightView& p = packed.view();
+    ASSERT_EQ(p.layout, WeightLayout::kBf16Tiles);
+    ASSERT_EQ(p.rows, rows);
+    ASSERT_EQ(p.cols, cols);
+    const std::int64_t padded_rows = (rows + 15) / 16 * 16, padded_cols = (cols + 31) / 32 * 32;
+    EXPECT_EQ(packed.bytes(), static_cast<std::size_t>(padded_rows * padded_cols * 2));
+    for (std::int64_t r = 0; r < rows; ++r) {
+      for (std::int64_t c = 0; c < cols; ++c) {
+        const float a = w.view.At(r, c), b = p.At(r, c);
+        ASSERT_TRUE(BitEqual(&a, &b, 1)) << rows << "x" << cols << " at " << r << ", " << c;
+      }
+    }
+    if (rows > kTileGroupRows) {
+      const WeightView slice = p.RowSlice(kTileGroupRows, rows - kTileGroupRows);
+      for (std::int64_t c = 0; c < cols; ++c) {
+        const float a = w.view.At(rows - 1, c), b = slice.At(rows - 1 - kTileGroupRows, c);
+        ASSERT_TRUE(BitEqual(&a, &b, 1)) << "slice column " << c;
+      }
+    }
+  }
+}
+
+TEST(Bf16Tiles, HoldBf16Only) {
+  std::mt19937 rng(6);
+  TestWeight w(16, 32, DType::kF32, rng);
+  EXPECT_THROW(PanelWeight::Pack(w.view, WeightLayout::kBf16Tiles), std::invalid_argument);
+}
+
+TEST(Bf16MatMulMode, ParsesNamesAndRefusesWhatThisMachineCannotRun) {
+  std::string error;
+  EXPECT_EQ(ParseAvailableBf16MatMul("f32", &error), Bf16MatMul::kF32);
+  EXPECT_FALSE(ParseAvailableBf16MatMul("bf16", &error).has_value());
+  EXPECT_EQ(error, "bf16: one of f32, amx");
+  error.clear();
+  const auto amx = ParseAvailableBf16MatMul("amx", &error);
+  EXPECT_EQ(amx.has_value(), IsAmxBf16Available());
+  EXPECT_EQ(error.empty(), IsAmxBf16Available()) << error;
+  if (!IsAmxBf16Available()) {
+    EXPECT_THROW(AmxBackend(1), std::invalid_argument);
+  }
+}
+
+// A backend without AMX that is handed bf16 tiles anyway computes the same arithmetic slowly.
+TEST(Bf16MatMulMode, AnyBackendMultipliesTiles) {
+  std::mt19937 rng(7);
+  TestWeight w(33, 70, DType::kBF16, rng);
+  const PanelWeight packed = PanelWeight::Pack(w.view, WeightLayout::kBf16Tiles);
+  const std::vector<float> x = RandomFloats(5 * 70, rng);
+  auto plain = CreateCpuBackend({.num_threads = 2});
+  ExpectNearOracle(x, 5, packed.view(), Multiply(*plain, x.data(), 5, packed.view()), "fallback");
+  auto ref = CreateReferenceCpuBackend();
+  const std::vector<float> exact = Multiply(*ref, x.data(), 5, packed.view());
+  const std::vector<float> rows_major = Multiply(*ref, x.data(), 5, w.view);
+  EXPECT_TRUE(BitEqual(exact.data(), rows_major.data(), exact.size()));
+}
+
+TEST(AmxMatMul, PrefersTilesForBf16Only) {
+  SKIP_WITHOUT_AMX();
+  auto amx = AmxBackend(1);
+  EXPECT_EQ(amx->name(), "cpu-avx512-amx");
+  EXPECT_EQ(amx->preferred_matmul_layout(DType::kBF16), WeightLayout::kBf16Tiles);
+  EXPECT_EQ(amx->preferred_matmul_layout(DType::kF32), WeightLayout::kPanels);
+  EXPECT_EQ(amx->preferred_matmul_layout(DType::kF16), WeightLayout::kPanels);
+  auto plain = CreateCpuBackend({.num_threads = 1});
+  EXPECT_EQ(plain->preferred_matmul_layout(DType::kBF16), WeightLayout::kPanels);
+}
+
+// Row counts on both sides of one and two 16-row tiles and of the 1 MiB pass of packed x; outputs
+// and columns that are not whole tiles, chunks or tile pairs.
+TEST(AmxMatMul, MatchesTheBf16ActivationOracle) {
+  SKIP_WITHOUT_AMX();
+  std::mt19937 rng(11);
+  auto amx = AmxBackend(2);
+  for (auto [out, in] : {std::pair<std::int64_t, std::int64_t>{1, 7}, {16, 32}, {17, 33},
+                         {33, 100}, {70, 300}, {64, 1000}, {48, 4100}}) {
+    TestWeight w(out, in, DType::kBF16, rng);
+    const PanelWeight packed = PanelWeight::Pack(w.view, WeightLayout::kBf16Tiles);
+    const std::int64_t max_rows = in > 1000 ? 300 : 140;
+    for (std::int64_t rows : {1, 2, 15, 16, 17, 31, 33, 64, 129, 140, 300}) {
+      if (rows > max_rows) continue;
+      const std::vector<float> x = RandomFloats(rows * in, rng, -2.0f, 2.0f);
+      ExpectNearOracle(x, rows, packed.view(), Multiply(*amx, x.data(), rows, packed.view()),
+                       std::to_string(rows) + " rows x " + std::to_string(out) + "x" +
+                           std::to_string(in));
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+// A row's outputs are the same bits alone, at any offset inside any batch (so in any tile and at
+// any position in it), and with any number of threads.
+TEST(AmxMatMul, RowsKeepTheirBitsInAnyBatch) {
+  SKIP_WITHOUT_AMX();
+  std::mt19937 rng(13);
+  for (auto [out, in] : {std::pair<std::int64_t, std::int64_t>{70, 300}, {96, 2100}}) {
+    TestWeight w(out, in, DType::kBF16, rng);
+    const PanelWeight packed = PanelWeight::Pack(w.view, WeightLayout::kBf16Tiles);
+    constexpr std::int64_t kRows = 300;
+    const std::vector<float> x = RandomFloats(kRows * in, rng);
+    auto one = AmxBackend(1);
+    const std::vector<float> whole = Multiply(*one, x.data(), kRows, packed.view());
+    for (int threads : {2, 3, 8}) {
+      auto b = AmxBackend(threads);
+      const std::vector<float> again = Multiply(*b, x.data(), kRows, packed.view());
+      ASSERT_TRUE(BitEqual(whole.data(), again.data(), whole.size())) << threads << " threads";
+    }
+    auto two = AmxBackend(2);
+    for (auto [first, count] : {std::pair<std::int64_t, std::int64_t>{0, 1}, {7, 1}, {299, 1},
+                                {5, 3}, {3, 16}, {9, 17}, {100, 33}, {1, 150}}) {
+      const std::vector<float> part = Multiply(*two, x.data() + first * in, count, packed.view());
+      ASSERT_TRUE(BitEqual(whole.data() + first * out, part.data(), part.size()))
+          << out << "x" << in << ": rows " << first << " + " << count;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tandem::kernels
