@@ -25,8 +25,10 @@ constexpr std::int64_t kBlockElems = kTileGroupRows * kTileChunkCols;  // one 1 
 // while every weight block of the task streams past it.
 constexpr std::int64_t kPassBytes = 1 << 20;
 // A decode batch streams each weight block from memory once; prefetching this far ahead in the
-// stream keeps the tile loads fed.
-constexpr int kWeightPrefetch = 4096;
+// stream keeps the tile loads fed (GEMV from memory, 2 threads, on the AVX-512 dev machine:
+// 0.93-0.94 of a plain stream read at 2-4 KiB ahead, 1.04-1.08 at 1 KiB, no better at 0.5 or
+// 1.5 KiB).
+constexpr int kWeightPrefetch = 1024;
 
 // ldtilecfg's 64-byte operand, palette 1: every tile used is 16 rows x 64 bytes.
 struct alignas(64) TileConfig {
@@ -88,8 +90,17 @@ TANDEM_AMX_TARGET inline void StoreTile(const Job& job, std::int64_t t0, std::in
 
 // NX x-tiles (16 rows each, from t0) against NW weight tiles (16 outputs each, from group g), the
 // whole reduction chunk by chunk onto zeroed accumulators.
+// Lines of the next weights to fetch into L2 while a block computes (a share of the next group
+// pair per block of the pair before it), so that the next pair's first block does not wait on
+// memory.
+struct Lookahead {
+  const char* lines = nullptr;
+  std::int64_t count = 0;
+};
+
 template <int NX, int NW>
-TANDEM_AMX_TARGET void Block(const Job& job, std::int64_t t0, std::int64_t g) {
+TANDEM_AMX_TARGET void Block(const Job& job, std::int64_t t0, std::int64_t g, Lookahead ahead) {
+  const std::int64_t ahead_per_chunk = (ahead.count + job.chunks - 1) / job.chunks;
   _tile_zero(0);
   if constexpr (NW == 2) _tile_zero(1);
   if constexpr (NX == 2) _tile_zero(2);
@@ -109,6 +120,10 @@ TANDEM_AMX_TARGET void Block(const Job& job, std::int64_t t0, std::int64_t g) {
           __builtin_prefetch(reinterpret_cast<const char*>(wk1) + kWeightPrefetch + 64 * l);
         }
       }
+    }
+    for (std::int64_t l = k * ahead_per_chunk, end = std::min(ahead.count, l + ahead_per_chunk);
+         l < end; ++l) {
+      _mm_prefetch(ahead.lines + 64 * l, _MM_HINT_T1);
     }
     _tile_loadd(4, x0 + k * kBlockElems, 64);
     _tile_loadd(6, wk0, 64);
@@ -152,14 +167,24 @@ TANDEM_AMX_TARGET void GroupRange(const Job& job, std::int64_t g_begin, std::int
   const std::int64_t groups = (job.out + kOutputs - 1) / kOutputs;
   for (std::int64_t p0 = 0; p0 < x_tiles; p0 += pass_tiles) {
     const std::int64_t p1 = std::min(x_tiles, p0 + pass_tiles);
+    const std::int64_t blocks_per_pair = (p1 - p0 + 1) / 2;
     for (std::int64_t g = g_begin; g < g_end; g += 2) {
       const bool two_groups = g + 1 < g_end && g + 1 < groups;
-      for (std::int64_t t = p0; t < p1; t += 2) {
+      // The next pair's weights, split evenly over this pair's blocks (a decode block instead
+      // prefetches ahead in its own stream).
+      const std::int64_t next_lines =
+          blocks_per_pair > 1 && g + 2 < g_end
+              ? std::min<std::int64_t>(2, g_end - g - 2) * job.chunks * kBlockElems * 2 / 64
+              : 0;
+      const char* next = reinterpret_cast<const char*>(job.w + (g + 2) * job.chunks * kBlockElems);
+      for (std::int64_t t = p0, b = 0; t < p1; t += 2, ++b) {
         const bool two_x = t + 1 < p1;
-        if (two_x && two_groups) Block<2, 2>(job, t * kTokens, g);
-        else if (two_x) Block<2, 1>(job, t * kTokens, g);
-        else if (two_groups) Block<1, 2>(job, t * kTokens, g);
-        else Block<1, 1>(job, t * kTokens, g);
+        const std::int64_t l0 = next_lines * b / blocks_per_pair;
+        const Lookahead ahead{next + 64 * l0, next_lines * (b + 1) / blocks_per_pair - l0};
+        if (two_x && two_groups) Block<2, 2>(job, t * kTokens, g, ahead);
+        else if (two_x) Block<2, 1>(job, t * kTokens, g, ahead);
+        else if (two_groups) Block<1, 2>(job, t * kTokens, g, ahead);
+        else Block<1, 1>(job, t * kTokens, g, ahead);
       }
     }
   }
