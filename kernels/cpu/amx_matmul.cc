@@ -5,17 +5,12 @@
 #include <cstring>
 #include <memory>
 
+#include "amx_tiles.h"
 #include "matmul_tasks.h"
 
 #if defined(TANDEM_SIMD_AVX512)
 TANDEM_KERNELS_ISA_BEGIN
 namespace {
-
-// The AVX-512 copy's target plus the tile instructions and the bf16 conversion. Lambdas get no
-// target of their own, so every function that uses these instructions is a named one.
-#define TANDEM_AMX_TARGET                                                                     \
-  __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,amx-tile," \
-                        "amx-bf16")))
 
 constexpr std::int64_t kTokens = 16;                 // rows of x per tile (and of a C tile)
 constexpr std::int64_t kChunk = kTileChunkCols;      // bf16 columns per tile row (64 bytes)
@@ -30,25 +25,6 @@ constexpr std::int64_t kPassBytes = 1 << 20;
 // 1.5 KiB).
 constexpr int kWeightPrefetch = 1024;
 
-// ldtilecfg's 64-byte operand, palette 1: every tile used is 16 rows x 64 bytes.
-struct alignas(64) TileConfig {
-  std::uint8_t palette = 1;
-  std::uint8_t start_row = 0;
-  std::uint8_t reserved[14] = {};
-  std::uint16_t colsb[16] = {};
-  std::uint8_t tile_rows[16] = {};
-};
-
-// Tiles: C 0-3 (x tile i, weight tile j -> 2i + j), x 4-5, weights 6-7.
-TANDEM_AMX_TARGET void LoadTileConfig() {
-  TileConfig cfg;
-  for (int t = 0; t < 8; ++t) {
-    cfg.colsb[t] = 64;
-    cfg.tile_rows[t] = 16;
-  }
-  _tile_loadconfig(&cfg);
-}
-
 // x as bf16 in tiles: [rows / 16][in / 32][16 rows][32 columns] (both padded with zeros), so each
 // tile the kernel loads is 1 KiB in one piece, as the weights' tiles are.
 TANDEM_AMX_TARGET void PackRows(const float* x, std::int64_t in, std::int64_t chunks,
@@ -57,14 +33,8 @@ TANDEM_AMX_TARGET void PackRows(const float* x, std::int64_t in, std::int64_t ch
     const float* row = x + r * in;
     std::uint16_t* to = xp + (r / kTokens * chunks * kTokens + r % kTokens) * kChunk;
     for (std::int64_t k = 0, c = 0; k < chunks; ++k, c += kChunk) {
-      const std::int64_t n = std::clamp<std::int64_t>(in - c, 0, kChunk);
-      const __mmask16 lo = static_cast<__mmask16>(n >= 16 ? 0xffff : (1u << n) - 1);
-      const __mmask16 hi = static_cast<__mmask16>(n >= 32 ? 0xffff : n > 16 ? (1u << (n - 16)) - 1 : 0);
-      const __m512 a = _mm512_maskz_loadu_ps(lo, row + c);
-      const __m512 b = _mm512_maskz_loadu_ps(hi, row + c + 16);
-      // Nearest even, as F32ToBf16 (dtype.h) and torch's cast.
-      const __m512bh v = _mm512_cvtne2ps_pbh(b, a);
-      _mm512_storeu_si512(to + k * kBlockElems, reinterpret_cast<const __m512i&>(v));
+      _mm512_storeu_si512(to + k * kBlockElems,
+                          Bf16x32(row + c, std::clamp<std::int64_t>(in - c, 0, kChunk)));
     }
   }
 }

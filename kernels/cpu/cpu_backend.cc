@@ -131,9 +131,7 @@ class FastCpuBackend final : public Backend {
              float* out) override {
     k_.embed(table, ids, rows, out);
   }
-  void GqaAttention(const GqaAttentionParams& p) override {
-    k_.gqa_attention(pool_, std::span(&p, 1));
-  }
+  void GqaAttention(const GqaAttentionParams& p) override { GqaAttentionBatch(std::span(&p, 1)); }
   void MlaAttention(const MlaAttentionParams& p) override {
     k_.mla_attention(pool_, std::span(&p, 1));
   }
@@ -149,6 +147,7 @@ class FastCpuBackend final : public Backend {
   }
   void FullAttention(const FullAttentionParams& p) override { k_.full_attention(pool_, p); }
   void GqaAttentionBatch(std::span<const GqaAttentionParams> batch) override {
+    if (amx_) return k_.amx_gqa_attention(pool_, batch);
     k_.gqa_attention(pool_, batch);
   }
   void MlaAttentionBatch(std::span<const MlaAttentionParams> batch) override {

@@ -1,6 +1,7 @@
 // One ISA copy's table (compiled once per copy, like the kernels it points at).
 #include "kernel_table.h"
 
+#include "amx_attention.h"
 #include "amx_matmul.h"
 #include "attention.h"
 #include "elementwise.h"
@@ -37,8 +38,10 @@ constinit const KernelTable TANDEM_KERNELS_TABLE = {
     .full_attention_reference = &FullAttentionReference,
 #if defined(TANDEM_KERNELS_BUILD_AVX512)
     .amx_bf16_mat_mul = &AmxBf16MatMul,
+    .amx_gqa_attention = &AmxGqaAttention,
 #else
     .amx_bf16_mat_mul = nullptr,
+    .amx_gqa_attention = nullptr,
 #endif
 };
 

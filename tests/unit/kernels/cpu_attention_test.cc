@@ -17,8 +17,12 @@ namespace tandem::kernels {
 namespace {
 
 using testing::BitEqual;
+using testing::GqaInputs;
+using testing::GqaSequence;
+using testing::GqaShape;
 using testing::PagedPool;
 using testing::RandomFloats;
+using testing::SequenceParams;
 
 std::vector<float> OnesLike(const std::vector<float>& v) {
   return std::vector<float>(v.size(), 1.0f);
@@ -34,44 +38,18 @@ class IsaCase : public ::testing::TestWithParam<std::tuple<Shape, CpuIsa>> {
   }
 };
 
-struct GqaShape {
-  int n_heads, n_kv_heads, head_dim, block_size, start_pos, n_tokens;
-};
-
 class GqaCase : public IsaCase<GqaShape> {
  protected:
-  void SetUp() override {
-    const GqaShape& s = shape();
-    std::mt19937 rng(s.n_heads * 1000 + s.head_dim * 10 + s.start_pos);
-    const int seq = s.start_pos + s.n_tokens;
-    pool_ = std::make_unique<PagedPool>(s.block_size, 2LL * s.n_kv_heads * s.head_dim, seq, rng);
-    q_ = RandomFloats(static_cast<std::size_t>(s.n_tokens) * s.n_heads * s.head_dim, rng, -2.0f,
-                      2.0f);
-  }
-
+  void SetUp() override { in_ = std::make_unique<GqaInputs>(shape()); }
   GqaAttentionParams Params(int first_token, int n_tokens, float* out) const {
-    const GqaShape& s = shape();
-    GqaAttentionParams p;
-    p.q = q_.data() + static_cast<std::size_t>(first_token) * s.n_heads * s.head_dim;
-    p.out = out;
-    p.n_tokens = n_tokens;
-    p.start_pos = s.start_pos + first_token;
-    p.n_heads = s.n_heads;
-    p.n_kv_heads = s.n_kv_heads;
-    p.head_dim = s.head_dim;
-    p.scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
-    p.kv = pool_->Layer();
-    p.k_offset = 0;
-    p.v_offset = s.n_kv_heads * s.head_dim;
-    return p;
+    return in_->Params(first_token, n_tokens, out);
   }
 
-  std::unique_ptr<PagedPool> pool_;
-  std::vector<float> q_;
+  std::unique_ptr<GqaInputs> in_;
 };
 
 TEST_P(GqaCase, MatchesReference) {
-  std::vector<float> got(q_.size(), NAN), want(q_.size(), NAN);
+  std::vector<float> got(in_->q.size(), NAN), want(in_->q.size(), NAN);
   Fast(2)->GqaAttention(Params(0, shape().n_tokens, got.data()));
   CreateReferenceCpuBackend()->GqaAttention(Params(0, shape().n_tokens, want.data()));
   // V entries lie in [-1, 1], so every output is a convex combination bounded by 1.
@@ -81,7 +59,7 @@ TEST_P(GqaCase, MatchesReference) {
 TEST_P(GqaCase, TokenAloneEqualsTokenInChunk) {
   const GqaShape& s = shape();
   auto fast = Fast(2);
-  std::vector<float> chunk(q_.size(), NAN);
+  std::vector<float> chunk(in_->q.size(), NAN);
   fast->GqaAttention(Params(0, s.n_tokens, chunk.data()));
   const std::size_t per_token = static_cast<std::size_t>(s.n_heads) * s.head_dim;
   for (int i = 0; i < s.n_tokens; ++i) {
@@ -89,7 +67,7 @@ TEST_P(GqaCase, TokenAloneEqualsTokenInChunk) {
     fast->GqaAttention(Params(i, 1, alone.data()));
     EXPECT_TRUE(BitEqual(alone.data(), chunk.data() + i * per_token, per_token)) << "token " << i;
   }
-  std::vector<float> single_thread(q_.size(), NAN);
+  std::vector<float> single_thread(in_->q.size(), NAN);
   Fast(1)->GqaAttention(Params(0, s.n_tokens, single_thread.data()));
   EXPECT_TRUE(BitEqual(single_thread.data(), chunk.data(), chunk.size()));
 }
@@ -169,30 +147,6 @@ INSTANTIATE_TEST_SUITE_P(
                                          MlaShape{4, 64, 16, 16, 0, 8}),
                        ::testing::ValuesIn(AvailableCpuIsas())),
     (testing::IsaParamName<MlaCase::ParamType, 1>));
-
-// A decode-style batch: several sequences of one layer, each with its own cache and position.
-struct GqaSequence {
-  std::unique_ptr<PagedPool> pool;
-  std::vector<float> q;
-  int start_pos, n_tokens;
-};
-
-GqaAttentionParams SequenceParams(GqaSequence& s, int n_heads, int n_kv_heads, int head_dim,
-                                  float* out) {
-  GqaAttentionParams p;
-  p.q = s.q.data();
-  p.out = out;
-  p.n_tokens = s.n_tokens;
-  p.start_pos = s.start_pos;
-  p.n_heads = n_heads;
-  p.n_kv_heads = n_kv_heads;
-  p.head_dim = head_dim;
-  p.scale = 0.3f;
-  p.kv = s.pool->Layer();
-  p.k_offset = 0;
-  p.v_offset = n_kv_heads * head_dim;
-  return p;
-}
 
 // The batched call of every ISA copy against the same copy's per-sequence calls, bit for bit
 // (batching must not change a sequence's result), and against the reference. make(i, out) gives

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <string>
@@ -173,5 +174,65 @@ struct PagedPool {
     return kv;
   }
 };
+
+struct GqaShape {
+  int n_heads, n_kv_heads, head_dim, block_size, start_pos, n_tokens;
+};
+
+// One sequence's queries (in [-2, 2]) and paged cache (K then V per token) for a GQA shape, seeded
+// by the shape; Params(first, n, out) is the call for queries [first, first + n).
+struct GqaInputs {
+  GqaShape shape;
+  std::unique_ptr<PagedPool> pool;
+  std::vector<float> q;
+
+  explicit GqaInputs(const GqaShape& s) : shape(s) {
+    std::mt19937 rng(s.n_heads * 1000 + s.head_dim * 10 + s.start_pos);
+    pool = std::make_unique<PagedPool>(s.block_size, 2LL * s.n_kv_heads * s.head_dim,
+                                       s.start_pos + s.n_tokens, rng);
+    q = RandomFloats(static_cast<std::size_t>(s.n_tokens) * s.n_heads * s.head_dim, rng, -2.0f,
+                     2.0f);
+  }
+
+  GqaAttentionParams Params(int first_token, int n_tokens, float* out) const {
+    GqaAttentionParams p;
+    p.q = q.data() + static_cast<std::size_t>(first_token) * shape.n_heads * shape.head_dim;
+    p.out = out;
+    p.n_tokens = n_tokens;
+    p.start_pos = shape.start_pos + first_token;
+    p.n_heads = shape.n_heads;
+    p.n_kv_heads = shape.n_kv_heads;
+    p.head_dim = shape.head_dim;
+    p.scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
+    p.kv = pool->Layer();
+    p.k_offset = 0;
+    p.v_offset = shape.n_kv_heads * shape.head_dim;
+    return p;
+  }
+};
+
+// A decode-style batch: several sequences of one layer, each with its own cache and position.
+struct GqaSequence {
+  std::unique_ptr<PagedPool> pool;
+  std::vector<float> q;
+  int start_pos, n_tokens;
+};
+
+inline GqaAttentionParams SequenceParams(GqaSequence& s, int n_heads, int n_kv_heads,
+                                         int head_dim, float* out) {
+  GqaAttentionParams p;
+  p.q = s.q.data();
+  p.out = out;
+  p.n_tokens = s.n_tokens;
+  p.start_pos = s.start_pos;
+  p.n_heads = n_heads;
+  p.n_kv_heads = n_kv_heads;
+  p.head_dim = head_dim;
+  p.scale = 0.3f;
+  p.kv = s.pool->Layer();
+  p.k_offset = 0;
+  p.v_offset = n_kv_heads * head_dim;
+  return p;
+}
 
 }  // namespace tandem::kernels::testing

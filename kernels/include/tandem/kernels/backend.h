@@ -106,15 +106,18 @@ std::string AvailableCpuIsaNames();
 // *error says why, e.g. "avx1024: this binary and CPU run auto, generic, avx2".
 std::optional<CpuIsa> ParseAvailableCpuIsa(std::string_view name, std::string* error);
 
-// How the fast CPU backend's MatMul multiplies bf16 weights.
+// How the fast CPU backend's matrix products treat bf16.
 //  kF32: activations stay float32 and every product is exact (the default; the same arithmetic as
 //    the other dtypes).
-//  kAmx: activations rounded to bf16 (nearest even) and multiplied on AMX tiles with float32
-//    accumulation, the arithmetic of oneDNN and torch for bf16 models: several times kF32's prefill
-//    throughput (docs/performance.md, "AMX"), results that differ from kF32's in the low bits,
-//    batch invariant like every MatMul. Needs AMX-TILE, AMX-BF16 and AVX512-BF16 (Intel Xeon from
-//    Sapphire Rapids on) and the AVX-512 kernels; bf16 weights are packed into
-//    WeightLayout::kBf16Tiles, other dtypes keep kF32's path.
+//  kAmx: the arithmetic of oneDNN and torch for bf16 models, on AMX tiles: the MatMul of bf16
+//    weights rounds its activations to bf16 (nearest even) and sums the products in float32; GQA
+//    attention rounds queries, keys, softmax weights and values to bf16 for its two products (the
+//    softmax itself stays float32). Several times kF32's prefill throughput (docs/performance.md,
+//    "AMX"); results differ from kF32's by bf16 rounding; batch invariant like every op. Needs
+//    AMX-TILE, AMX-BF16 and AVX512-BF16 (Intel Xeon from Sapphire Rapids on) and the AVX-512
+//    kernels. bf16 weights are packed into WeightLayout::kBf16Tiles; other weights keep kF32's
+//    MatMul (attention is bf16 whatever the weights), so it is meant for bf16 checkpoints; MLA
+//    attention stays float32.
 enum class Bf16MatMul : std::uint8_t { kF32, kAmx };
 
 std::string_view Bf16MatMulName(Bf16MatMul mode);  // "f32", "amx"

@@ -1,0 +1,234 @@
+#include "amx_attention.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "amx_tiles.h"
+#include "simd_math.h"
+
+#if defined(TANDEM_SIMD_AVX512)
+TANDEM_KERNELS_ISA_BEGIN
+namespace {
+
+constexpr int kRows = 16;       // (token, head) rows per tile
+constexpr int kKeys = 16;       // positions per score tile (C tile columns)
+constexpr int kPairs = 32;      // positions per weighted-sum chunk (tile row of bf16 pairs)
+constexpr int kDims = 32;       // head dims per score chunk
+constexpr int kDimTile = 16;    // head dims per weighted-sum tile (C tile columns)
+constexpr int kTileElems = 512;  // bf16 elements in one 1 KiB tile
+
+// Tasks per thread: units differ in cost (causal: later rows see more positions).
+constexpr int kTasksPerThread = 4;
+
+struct Shape {
+  int n_heads, group, hd;
+  int dim_chunks;  // ceil(hd / 32): score tiles per (rows, positions) pair
+  int dim_tiles;   // ceil(hd / 16): weighted-sum tiles
+};
+
+// One task's share: rows [row0, row1) (row = token * group + head in group) of KV head `kv_head`
+// of sequence `seq`.
+struct Unit {
+  int seq, kv_head, row0, row1;
+};
+
+// Per-thread buffers, sized for the batch's longest context.
+struct Scratch {
+  std::uint16_t* keys;     // [ctx / 16][dim_chunks] tiles: [16 dim pairs][16 positions][2]
+  std::uint16_t* values;   // [ctx / 32][dim_tiles] tiles: [16 position pairs][16 dims][2]
+  std::uint16_t* queries;  // [dim_chunks] tiles: [16 rows][32 dims]
+  float* scores;           // [16 rows][ctx_cap]
+  std::uint16_t* probs;    // [16 rows][ctx_cap], bf16
+  float* out;              // [16 rows][16 dims]
+};
+
+// Positions [0, ctx) of one KV head as the second operand of the score tiles and of the weighted
+// sum tiles; positions up to the padded end are zeros.
+TANDEM_AMX_TARGET void PackCache(const GqaAttentionParams& p, const Shape& s, int kv_head,
+                                 int ctx, const Scratch& w) {
+  const int key_tiles = (ctx + kKeys - 1) / kKeys;
+  const int value_chunks = (ctx + kPairs - 1) / kPairs;
+  std::memset(w.keys, 0, sizeof(std::uint16_t) * key_tiles * s.dim_chunks * kTileElems);
+  std::memset(w.values, 0, sizeof(std::uint16_t) * value_chunks * s.dim_tiles * kTileElems);
+  const std::int64_t head = static_cast<std::int64_t>(kv_head) * s.hd;
+  // A tile row of key dims (2i, 2i + 1) holds 16 positions' pairs: dword i of the packed 32 dims
+  // goes to row i, column t % 16.
+  const __m512i rows_apart = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7,
+                                                                 6, 5, 4, 3, 2, 1, 0),
+                                                _mm512_set1_epi32(kKeys));
+  for (int t = 0; t < ctx; ++t) {
+    const float* k = p.kv.TokenRow(t) + p.k_offset + head;
+    for (int c = 0; c < s.dim_chunks; ++c) {
+      std::uint16_t* tile = w.keys + (static_cast<std::int64_t>(t / kKeys) * s.dim_chunks + c) *
+                                         kTileElems;
+      const __m512i v = Bf16x32(k + c * kDims, std::min(kDims, s.hd - c * kDims));
+      _mm512_i32scatter_epi32(reinterpret_cast<int*>(tile) + t % kKeys, rows_apart, v, 4);
+    }
+  }
+  // A tile row of values holds positions (2i, 2i + 1) for 16 dims, interleaved.
+  const __m512i interleave = _mm512_set_epi16(
+      31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19,
+      3, 18, 2, 17, 1, 16, 0);
+  for (int t = 0; t < ctx; t += 2) {
+    const float* v0 = p.kv.TokenRow(t) + p.v_offset + head;
+    const float* v1 = t + 1 < ctx ? p.kv.TokenRow(t + 1) + p.v_offset + head : nullptr;
+    for (int d = 0; d < s.dim_tiles; ++d) {
+      const int n = std::min(kDimTile, s.hd - d * kDimTile);
+      const __mmask16 m = static_cast<__mmask16>(n >= 16 ? 0xffff : (1u << n) - 1);
+      const __m512 a = _mm512_maskz_loadu_ps(m, v0 + d * kDimTile);
+      const __m512 b = v1 != nullptr ? _mm512_maskz_loadu_ps(m, v1 + d * kDimTile)
+                                     : _mm512_setzero_ps();
+      const __m512bh both = _mm512_cvtne2ps_pbh(b, a);  // a's 16 then b's 16
+      std::uint16_t* tile = w.values + (static_cast<std::int64_t>(t / kPairs) * s.dim_tiles + d) *
+                                           kTileElems;
+      _mm512_storeu_si512(tile + (t % kPairs) / 2 * 32,
+                          _mm512_permutexvar_epi16(interleave,
+                                                   reinterpret_cast<const __m512i&>(both)));
+    }
+  }
+}
+
+// Rows [r0, r0 + 16) of a unit (those below `row_end` exist): scores, softmax, weighted sum.
+TANDEM_AMX_TARGET void RowTile(const GqaAttentionParams& p, const Shape& s, int kv_head, int r0,
+                               int row_end, int ctx_cap, const Scratch& w) {
+  const int rows = std::min(kRows, row_end - r0);
+  const int last_ctx = p.start_pos + (r0 + rows - 1) / s.group + 1;
+  auto q_row = [&](int i) {
+    const int r = r0 + i;
+    return static_cast<std::int64_t>(r / s.group) * s.n_heads + kv_head * s.group + r % s.group;
+  };
+  std::memset(w.queries, 0, sizeof(std::uint16_t) * s.dim_chunks * kTileElems);
+  for (int i = 0; i < rows; ++i) {
+    const float* q = p.q + q_row(i) * s.hd;
+    for (int c = 0; c < s.dim_chunks; ++c) {
+      _mm512_storeu_si512(w.queries + c * kTileElems + i * kDims,
+                          Bf16x32(q + c * kDims, std::min(kDims, s.hd - c * kDims)));
+    }
+  }
+  const std::int64_t score_bytes = static_cast<std::int64_t>(ctx_cap) * sizeof(float);
+  for (int j = 0; j * kKeys < last_ctx; ++j) {
+    _tile_zero(0);
+    for (int c = 0; c < s.dim_chunks; ++c) {
+      _tile_loadd(4, w.queries + c * kTileElems, 64);
+      _tile_loadd(6, w.keys + (static_cast<std::int64_t>(j) * s.dim_chunks + c) * kTileElems, 64);
+      _tile_dpbf16ps(0, 4, 6);
+    }
+    _tile_stored(0, w.scores + j * kKeys, score_bytes);
+  }
+  const int padded = (last_ctx + kPairs - 1) / kPairs * kPairs;
+  for (int i = 0; i < kRows; ++i) {
+    std::uint16_t* prob = w.probs + static_cast<std::int64_t>(i) * ctx_cap;
+    int ctx = 0;
+    if (i < rows) {
+      ctx = p.start_pos + (r0 + i) / s.group + 1;
+      float* a = w.scores + static_cast<std::int64_t>(i) * ctx_cap;
+      for (int t = 0; t < ctx; ++t) a[t] *= p.scale;
+      const float inv = 1.0f / ExpAndSum(a, ctx);
+      for (int t = 0; t < ctx; ++t) a[t] *= inv;
+      for (int t = 0; t < ctx; t += kPairs) {
+        _mm512_storeu_si512(prob + t, Bf16x32(a + t, std::min(kPairs, ctx - t)));
+      }
+    }
+    // Past the row's own positions, weight exactly 0 up to the tile's padded end.
+    const int from = (ctx + kPairs - 1) / kPairs * kPairs;
+    std::memset(prob + from, 0, sizeof(std::uint16_t) * (padded - from));
+  }
+  const std::int64_t prob_bytes = static_cast<std::int64_t>(ctx_cap) * sizeof(std::uint16_t);
+  for (int d = 0; d < s.dim_tiles; ++d) {
+    _tile_zero(1);
+    for (int c = 0; c * kPairs < last_ctx; ++c) {
+      _tile_loadd(5, w.probs + c * kPairs, prob_bytes);
+      _tile_loadd(7, w.values + (static_cast<std::int64_t>(c) * s.dim_tiles + d) * kTileElems, 64);
+      _tile_dpbf16ps(1, 5, 7);
+    }
+    _tile_stored(1, w.out, kDimTile * sizeof(float));
+    const int n = std::min(kDimTile, s.hd - d * kDimTile);
+    for (int i = 0; i < rows; ++i) {
+      std::memcpy(p.out + q_row(i) * s.hd + d * kDimTile, w.out + i * kDimTile,
+                  sizeof(float) * n);
+    }
+  }
+}
+
+TANDEM_AMX_TARGET void RunUnit(std::span<const GqaAttentionParams> batch, const Shape& s,
+                               const Unit& u, int ctx_cap, const Scratch& w) {
+  const GqaAttentionParams& p = batch[u.seq];
+  PackCache(p, s, u.kv_head, p.start_pos + (u.row1 - 1) / s.group + 1, w);
+  for (int r0 = u.row0; r0 < u.row1; r0 += kRows) RowTile(p, s, u.kv_head, r0, u.row1, ctx_cap, w);
+}
+
+TANDEM_AMX_TARGET void RunUnits(std::span<const GqaAttentionParams> batch, const Shape& s,
+                                std::span<const Unit> units, int ctx_cap, const Scratch& w) {
+  LoadTileConfig();
+  for (const Unit& u : units) RunUnit(batch, s, u, ctx_cap, w);
+  _tile_release();
+}
+
+}  // namespace
+
+void AmxGqaAttention(ThreadPool& pool, std::span<const GqaAttentionParams> batch) {
+  if (batch.empty() || batch[0].n_heads <= 0) return;
+  for (const GqaAttentionParams& p : batch) {
+    if (p.n_heads != batch[0].n_heads || p.n_kv_heads != batch[0].n_kv_heads ||
+        p.head_dim != batch[0].head_dim) {
+      for (const GqaAttentionParams& one : batch) AmxGqaAttention(pool, std::span(&one, 1));
+      return;
+    }
+  }
+  const GqaAttentionParams& first = batch[0];
+  const int group = first.n_heads / first.n_kv_heads;
+  const Shape s{first.n_heads, group, first.head_dim, (first.head_dim + kDims - 1) / kDims,
+                (first.head_dim + kDimTile - 1) / kDimTile};
+  int ctx_cap = 0;
+  std::int64_t row_tiles = 0;
+  for (const GqaAttentionParams& p : batch) {
+    if (p.n_tokens <= 0) continue;
+    ctx_cap = std::max(ctx_cap, p.start_pos + p.n_tokens);
+    row_tiles += (static_cast<std::int64_t>(p.n_tokens) * group + kRows - 1) / kRows;
+  }
+  if (ctx_cap == 0) return;
+  ctx_cap = (ctx_cap + kPairs - 1) / kPairs * kPairs;
+  // Units: each KV head of each sequence, its rows split into parts of whole row tiles so that the
+  // pool has a few units per thread. A unit packs the cache once for all its rows.
+  const std::int64_t heads = static_cast<std::int64_t>(batch.size()) * first.n_kv_heads;
+  const std::int64_t want = static_cast<std::int64_t>(pool.size()) * kTasksPerThread;
+  std::vector<Unit> units;
+  for (int seq = 0; seq < static_cast<int>(batch.size()); ++seq) {
+    const int rows = std::max(batch[seq].n_tokens, 0) * group;
+    if (rows == 0) continue;
+    const int tiles = (rows + kRows - 1) / kRows;
+    const int parts = static_cast<int>(std::clamp<std::int64_t>((want + heads - 1) / heads, 1, tiles));
+    for (int kv = 0; kv < first.n_kv_heads; ++kv) {
+      for (int part = 0; part < parts; ++part) {
+        const int t0 = tiles * part / parts, t1 = tiles * (part + 1) / parts;
+        units.push_back({seq, kv, t0 * kRows, std::min(rows, t1 * kRows)});
+      }
+    }
+  }
+  const std::size_t key_elems = static_cast<std::size_t>(ctx_cap / kKeys) * s.dim_chunks * kTileElems;
+  const std::size_t value_elems =
+      static_cast<std::size_t>(ctx_cap / kPairs) * s.dim_tiles * kTileElems;
+  const std::size_t query_elems = static_cast<std::size_t>(s.dim_chunks) * kTileElems;
+  const std::size_t row_elems = static_cast<std::size_t>(kRows) * ctx_cap;
+  const std::size_t bf16_per_worker = key_elems + value_elems + query_elems + row_elems;
+  const std::size_t floats_per_worker = row_elems + kRows * kDimTile;
+  // Uninitialised: each unit zeroes what it reads before writing it.
+  std::unique_ptr<std::uint16_t[]> bf16(new std::uint16_t[bf16_per_worker * pool.size()]);
+  std::unique_ptr<float[]> floats(new float[floats_per_worker * pool.size()]);
+  const int tasks = static_cast<int>(std::min<std::int64_t>(
+      static_cast<std::int64_t>(units.size()), pool.size() > 1 && row_tiles > 1 ? want : 1));
+  pool.Run(tasks, [&](int task, int worker) {
+    std::uint16_t* b = bf16.get() + bf16_per_worker * worker;
+    float* f = floats.get() + floats_per_worker * worker;
+    const Scratch w{b, b + key_elems, b + key_elems + value_elems,
+                    f, b + key_elems + value_elems + query_elems, f + row_elems};
+    const std::size_t u0 = units.size() * task / tasks, u1 = units.size() * (task + 1) / tasks;
+    RunUnits(batch, s, std::span(units).subspan(u0, u1 - u0), ctx_cap, w);
+  });
+}
+
+TANDEM_KERNELS_ISA_END
+#endif  // TANDEM_SIMD_AVX512

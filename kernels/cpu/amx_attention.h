@@ -1,0 +1,24 @@
+#pragma once
+
+#include <span>
+
+#include "isa.h"
+#include "tandem/kernels/attention_params.h"
+#include "thread_pool.h"
+
+// The AVX-512 copy only: the other copies compile this to nothing.
+#if defined(TANDEM_SIMD_AVX512)
+TANDEM_KERNELS_ISA_BEGIN
+
+// GqaAttention (attention.h) in bf16 products on AMX tiles, for a backend whose bf16 arithmetic is
+// CpuBackendOptions::bf16_matmul = kAmx. Per (token, head): score(t) = scale * sum_d bf16(q[d]) *
+// bf16(k_t[d]) (TDPBF16PS over 32 dims at a time, in dim order, onto 0); the softmax over
+// positions [0, ctx) in float32 exactly as the float32 kernel's (ExpAndSum); out[d] =
+// sum_t bf16(p_t) * bf16(v_t[d]) (TDPBF16PS over 32 positions at a time, from position 0). A
+// (token, head)'s bits depend only on its query, its position and its cache: positions past its
+// own that share its tiles enter with weight exactly 0 and cache padding is 0, so it gets the same
+// bits alone (decode), in a chunk of any size, or in any batch.
+void AmxGqaAttention(ThreadPool& pool, std::span<const GqaAttentionParams> batch);
+
+TANDEM_KERNELS_ISA_END
+#endif  // TANDEM_SIMD_AVX512
