@@ -58,32 +58,39 @@ TEST_P(CpuElementwise, SiluMulMatchesReference) {
 
 TEST_P(CpuElementwise, SiluMulAndRmsNormRowsDoNotDependOnBatch) {
   // hidden = 173 is not a multiple of the vector width: rows start mid-chunk in the flat array.
-  constexpr std::int64_t kRows = 7, kHidden = 173;
-  const std::vector<float> gate = RandomFloats(kRows * kHidden, rng_, -10.0f, 10.0f);
-  const std::vector<float> up = RandomFloats(kRows * kHidden, rng_);
-  TestWeight w(1, kHidden, DType::kBF16, rng_);
-  std::vector<float> silu(gate.size()), norm(gate.size());
-  fast_->SiluMul(gate.data(), up.data(), kRows, kHidden, silu.data());
-  fast_->RmsNorm(gate.data(), kRows, kHidden, w.view, 1e-6f, norm.data());
-  for (std::int64_t r = 0; r < kRows; ++r) {
-    std::vector<float> g(gate.begin() + r * kHidden, gate.begin() + (r + 1) * kHidden);
-    std::vector<float> u(up.begin() + r * kHidden, up.begin() + (r + 1) * kHidden);
-    std::vector<float> one(kHidden), one_norm(kHidden);
-    fast_->SiluMul(g.data(), u.data(), 1, kHidden, one.data());
-    fast_->RmsNorm(g.data(), 1, kHidden, w.view, 1e-6f, one_norm.data());
-    EXPECT_TRUE(testing::BitEqual(one.data(), silu.data() + r * kHidden, kHidden)) << "row " << r;
-    EXPECT_TRUE(testing::BitEqual(one_norm.data(), norm.data() + r * kHidden, kHidden))
-        << "row " << r;
+  // 401 rows are enough elements for the backend to split the call over its threads.
+  for (const std::int64_t kRows : {7, 401}) {
+    constexpr std::int64_t kHidden = 173;
+    const std::vector<float> gate = RandomFloats(kRows * kHidden, rng_, -10.0f, 10.0f);
+    const std::vector<float> up = RandomFloats(kRows * kHidden, rng_);
+    TestWeight w(1, kHidden, DType::kBF16, rng_);
+    std::vector<float> silu(gate.size()), norm(gate.size());
+    fast_->SiluMul(gate.data(), up.data(), kRows, kHidden, silu.data());
+    fast_->RmsNorm(gate.data(), kRows, kHidden, w.view, 1e-6f, norm.data());
+    for (std::int64_t r = 0; r < kRows; ++r) {
+      std::vector<float> g(gate.begin() + r * kHidden, gate.begin() + (r + 1) * kHidden);
+      std::vector<float> u(up.begin() + r * kHidden, up.begin() + (r + 1) * kHidden);
+      std::vector<float> one(kHidden), one_norm(kHidden);
+      fast_->SiluMul(g.data(), u.data(), 1, kHidden, one.data());
+      fast_->RmsNorm(g.data(), 1, kHidden, w.view, 1e-6f, one_norm.data());
+      ASSERT_TRUE(testing::BitEqual(one.data(), silu.data() + r * kHidden, kHidden))
+          << "row " << r << " of " << kRows;
+      ASSERT_TRUE(testing::BitEqual(one_norm.data(), norm.data() + r * kHidden, kHidden))
+          << "row " << r << " of " << kRows;
+    }
   }
 }
 
 TEST_P(CpuElementwise, SiluMulHandlesExtremeGates) {
-  const std::vector<float> gate = {-1000.0f, -100.0f, -88.0f, -20.0f, 0.0f, 20.0f, 88.0f, 100.0f,
-                                   1000.0f, -0.5f, 3.0f, -3.0f, 7.0f, -7.0f, 50.0f, -50.0f, 1.0f};
+  const std::vector<float> gate = {
+      -1000.0f, -100.0f, -88.0f, -20.0f, 0.0f,  20.0f, 88.0f,  100.0f, 1000.0f,
+      -0.5f,    3.0f,    -3.0f,  7.0f,   -7.0f, 50.0f, -50.0f, 1.0f};
   const std::vector<float> up(gate.size(), 1.5f);
   std::vector<float> got(gate.size()), want(gate.size());
-  fast_->SiluMul(gate.data(), up.data(), 1, static_cast<std::int64_t>(gate.size()), got.data());
-  ref_->SiluMul(gate.data(), up.data(), 1, static_cast<std::int64_t>(gate.size()), want.data());
+  fast_->SiluMul(gate.data(), up.data(), 1,
+                 static_cast<std::int64_t>(gate.size()), got.data());
+  ref_->SiluMul(gate.data(), up.data(), 1,
+                static_cast<std::int64_t>(gate.size()), want.data());
   testing::ExpectClose(got, want, AbsPlusOne(want), 1e-5f);
 }
 
