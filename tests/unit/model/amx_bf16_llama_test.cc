@@ -7,6 +7,7 @@
 #include <iostream>
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,16 @@ std::string WriteBf16Twin() {
   testing::WriteBytes((dst / "model.safetensors").string(),
                       testing::SafetensorsBytes(header, data));
   return dst.string();
+}
+
+// A whole prompt from position 0, every position's logits.
+SequenceChunk WholePrompt(std::span<const std::int32_t> tokens,
+                          std::span<const std::int32_t> table) {
+  SequenceChunk c;
+  c.tokens = tokens;
+  c.block_table = table;
+  c.logits = LogitsMode::kAll;
+  return c;
 }
 
 class AmxBf16Llama : public ::testing::Test {
@@ -110,7 +121,7 @@ TEST_F(AmxBf16Llama, BatchedSequencesMatchEachRunAlone) {
   auto alone = [&](const std::vector<std::int32_t>& tokens) {
     TestKv kv(amx_->kv_layout(), 16);
     const std::vector<std::int32_t> table = TestKv::Table(0, 16);
-    SequenceChunk c{tokens, 0, table, LogitsMode::kAll};
+    const SequenceChunk c = WholePrompt(tokens, table);
     std::vector<float> logits;
     const absl::Status s = amx_->Forward({&c, 1}, kv.storage, &logits);
     EXPECT_TRUE(s.ok()) << s;
@@ -122,8 +133,8 @@ TEST_F(AmxBf16Llama, BatchedSequencesMatchEachRunAlone) {
 
   TestKv kv(amx_->kv_layout(), 32);
   const std::vector<std::int32_t> table_a = TestKv::Table(0, 16), table_b = TestKv::Table(16, 16);
-  const std::vector<SequenceChunk> batch = {{prompt_, 0, table_a, LogitsMode::kAll},
-                                            {other, 0, table_b, LogitsMode::kAll}};
+  const std::vector<SequenceChunk> batch = {WholePrompt(prompt_, table_a),
+                                            WholePrompt(other, table_b)};
   std::vector<float> logits;
   ASSERT_TRUE(amx_->Forward(batch, kv.storage, &logits).ok());
   EXPECT_EQ(logits, expected);
