@@ -22,6 +22,8 @@ constexpr int kTileElems = 512;  // bf16 elements in one 1 KiB tile
 
 // Tasks per thread: units differ in cost (causal: later rows see more positions).
 constexpr int kTasksPerThread = 4;
+// Below this many multiply-adds a call stays on the calling thread (as the float32 kernel's).
+constexpr std::int64_t kParallelMacs = 1 << 16;
 
 struct Shape {
   int n_heads, group, hd;
@@ -183,11 +185,11 @@ void AmxGqaAttention(ThreadPool& pool, std::span<const GqaAttentionParams> batch
   const Shape s{first.n_heads, group, first.head_dim, (first.head_dim + kDims - 1) / kDims,
                 (first.head_dim + kDimTile - 1) / kDimTile};
   int ctx_cap = 0;
-  std::int64_t row_tiles = 0;
+  std::int64_t macs = 0;  // an upper bound: every row against its chunk's last position
   for (const GqaAttentionParams& p : batch) {
     if (p.n_tokens <= 0) continue;
     ctx_cap = std::max(ctx_cap, p.start_pos + p.n_tokens);
-    row_tiles += (static_cast<std::int64_t>(p.n_tokens) * group + kRows - 1) / kRows;
+    macs += 2LL * p.n_tokens * p.n_heads * p.head_dim * (p.start_pos + p.n_tokens);
   }
   if (ctx_cap == 0) return;
   ctx_cap = (ctx_cap + kPairs - 1) / kPairs * kPairs;
@@ -219,7 +221,8 @@ void AmxGqaAttention(ThreadPool& pool, std::span<const GqaAttentionParams> batch
   std::unique_ptr<std::uint16_t[]> bf16(new std::uint16_t[bf16_per_worker * pool.size()]);
   std::unique_ptr<float[]> floats(new float[floats_per_worker * pool.size()]);
   const int tasks = static_cast<int>(std::min<std::int64_t>(
-      static_cast<std::int64_t>(units.size()), pool.size() > 1 && row_tiles > 1 ? want : 1));
+      static_cast<std::int64_t>(units.size()),
+      pool.size() > 1 && macs >= kParallelMacs ? want : 1));
   pool.Run(tasks, [&](int task, int worker) {
     std::uint16_t* b = bf16.get() + bf16_per_worker * worker;
     float* f = floats.get() + floats_per_worker * worker;
