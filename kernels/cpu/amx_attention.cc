@@ -202,7 +202,8 @@ void AmxGqaAttention(ThreadPool& pool, std::span<const GqaAttentionParams> batch
     const int rows = std::max(batch[seq].n_tokens, 0) * group;
     if (rows == 0) continue;
     const int tiles = (rows + kRows - 1) / kRows;
-    const int parts = static_cast<int>(std::clamp<std::int64_t>((want + heads - 1) / heads, 1, tiles));
+    const int parts =
+        static_cast<int>(std::clamp<std::int64_t>((want + heads - 1) / heads, 1, tiles));
     for (int kv = 0; kv < first.n_kv_heads; ++kv) {
       for (int part = 0; part < parts; ++part) {
         const int t0 = tiles * part / parts, t1 = tiles * (part + 1) / parts;
@@ -210,7 +211,8 @@ void AmxGqaAttention(ThreadPool& pool, std::span<const GqaAttentionParams> batch
       }
     }
   }
-  const std::size_t key_elems = static_cast<std::size_t>(ctx_cap / kKeys) * s.dim_chunks * kTileElems;
+  const std::size_t key_elems =
+      static_cast<std::size_t>(ctx_cap / kKeys) * s.dim_chunks * kTileElems;
   const std::size_t value_elems =
       static_cast<std::size_t>(ctx_cap / kPairs) * s.dim_tiles * kTileElems;
   const std::size_t query_elems = static_cast<std::size_t>(s.dim_chunks) * kTileElems;

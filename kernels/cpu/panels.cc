@@ -43,7 +43,9 @@ PanelWeight PanelWeight::Pack(const WeightView& rows, WeightLayout layout) {
   PanelWeight packed;
   const std::size_t elem = DTypeSize(rows.dtype);
   if (layout == WeightLayout::kBf16Tiles) {
-    if (rows.dtype != DType::kBF16) throw std::invalid_argument("bf16 tiles hold bf16 weights only");
+    if (rows.dtype != DType::kBF16) {
+      throw std::invalid_argument("bf16 tiles hold bf16 weights only");
+    }
     const std::int64_t groups = (rows.rows + kTileGroupRows - 1) / kTileGroupRows;
     const std::int64_t chunks = (rows.cols + kTileChunkCols - 1) / kTileChunkCols;
     packed.bytes_ = static_cast<std::size_t>(groups * chunks * kTileGroupRows * kTileChunkCols) *

@@ -33,9 +33,10 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(int argc, const char* const* 
                "TANDEM_CPU_ISA");
   std::string bf16_matmul = "f32";
   flags.String("bf16-matmul", &bf16_matmul,
-               "how MatMul multiplies bf16 weights: f32 (activations stay float32, exact products) or "
-            "amx (activations rounded to bf16 and multiplied on AMX tiles, as torch does: several "
-            "times the prefill throughput, last bits differ; needs AMX-BF16)",
+               "bf16 products: f32 (activations stay float32, exact products) or amx (operands "
+               "rounded to bf16 and multiplied on AMX tiles, bf16 weights' MatMul and attention, "
+               "as torch does: several times the prefill throughput, last bits differ; needs "
+               "AMX-BF16)",
                "TANDEM_BF16_MATMUL");
 
   if (absl::Status st = flags.Parse(argc, argv, env); !st.ok()) return st;

@@ -26,9 +26,9 @@ void BindWorkerFlags(config::FlagSet* f, WorkerConfig* c) {
             "CPU kernels: auto (the best this CPU runs), generic, avx2 or avx512",
             "TANDEM_CPU_ISA");
   f->String("bf16-matmul", &c->bf16_matmul,
-            "how MatMul multiplies bf16 weights: f32 (activations stay float32, exact products) or "
-            "amx (activations rounded to bf16 and multiplied on AMX tiles, as torch does: several "
-            "times the prefill throughput, last bits differ; needs AMX-BF16)",
+            "bf16 products: f32 (activations stay float32, exact products) or amx (operands "
+            "rounded to bf16 and multiplied on AMX tiles, bf16 weights' MatMul and attention, as "
+            "torch does: several times the prefill throughput, last bits differ; needs AMX-BF16)",
             "TANDEM_BF16_MATMUL");
   f->Int("block-size", &c->block_size, "tokens per KV block", "TANDEM_BLOCK_SIZE");
   f->Int64("kv-cache-mb", &c->kv_cache_mb, "KV pool size in MiB", "TANDEM_KV_CACHE_MB");

@@ -9,10 +9,10 @@
 namespace tandem::model::internal {
 
 // Repacks each listed matrix into the layout `backend` prefers for its dtype, when that is a packed
-// one, and points it at the packed copy; the copies are returned and must outlive the views. Empty views are skipped. Every dtype is packed,
-// FP8 included, so that a quantised checkpoint keeps its float32 twin's exact results. A matrix
-// another op reads besides MatMul (an embedding table, a weight sliced at arbitrary rows) must
-// not be listed.
+// one, and points it at the packed copy; the copies are returned and must outlive the views.
+// Empty views are skipped. Every dtype is packed, FP8 included, so that a quantised checkpoint
+// keeps its float32 twin's exact results. A matrix another op reads besides MatMul (an embedding
+// table, a weight sliced at arbitrary rows) must not be listed.
 class PackedWeights {
  public:
   explicit PackedWeights(const kernels::Backend& backend) : backend_(backend) {}

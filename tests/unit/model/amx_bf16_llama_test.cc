@@ -28,7 +28,8 @@ using Json = nlohmann::json;
 std::string WriteBf16Twin() {
   namespace fs = std::filesystem;
   const std::string src = FixtureDir("llama_tiny");
-  const fs::path dst = fs::temp_directory_path() / ("tandem_bf16_twin_" + std::to_string(::getpid()));
+  const fs::path dst =
+      fs::temp_directory_path() / ("tandem_bf16_twin_" + std::to_string(::getpid()));
   fs::remove_all(dst);
   fs::create_directories(dst);
   Json config = Json::parse(testing::ReadBytes(src + "/config.json"));

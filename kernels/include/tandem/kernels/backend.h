@@ -112,12 +112,12 @@ std::optional<CpuIsa> ParseAvailableCpuIsa(std::string_view name, std::string* e
 //  kAmx: the arithmetic of oneDNN and torch for bf16 models, on AMX tiles: the MatMul of bf16
 //    weights rounds its activations to bf16 (nearest even) and sums the products in float32; GQA
 //    attention rounds queries, keys, softmax weights and values to bf16 for its two products (the
-//    softmax itself stays float32). Several times kF32's prefill throughput (docs/performance.md,
-//    "AMX"); results differ from kF32's by bf16 rounding; batch invariant like every op. Needs
-//    AMX-TILE, AMX-BF16 and AVX512-BF16 (Intel Xeon from Sapphire Rapids on) and the AVX-512
-//    kernels. bf16 weights are packed into WeightLayout::kBf16Tiles; other weights keep kF32's
-//    MatMul (attention is bf16 whatever the weights), so it is meant for bf16 checkpoints; MLA
-//    attention stays float32.
+//    softmax itself stays float32). Several times kF32's prefill throughput
+//    (docs/performance.md, "AMX bf16 products"); results differ from kF32's by bf16 rounding;
+//    batch invariant like every op. Needs AMX-TILE, AMX-BF16 and AVX512-BF16 (Intel Xeon from
+//    Sapphire Rapids on) and the AVX-512 kernels. bf16 weights are packed into
+//    WeightLayout::kBf16Tiles; other weights keep kF32's MatMul (attention is bf16 whatever the
+//    weights), so it is meant for bf16 checkpoints; MLA attention stays float32.
 enum class Bf16MatMul : std::uint8_t { kF32, kAmx };
 
 std::string_view Bf16MatMulName(Bf16MatMul mode);  // "f32", "amx"
