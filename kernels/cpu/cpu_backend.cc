@@ -269,13 +269,30 @@ bool IsAmxBf16Available() {
 #endif
 }
 
-std::optional<Bf16MatMul> ParseAvailableBf16MatMul(std::string_view name, std::string* error) {
+namespace {
+
+// Why a backend of `isa` (an available one, or kAuto) cannot run Bf16MatMul::kAmx, as "amx ...";
+// empty if it can.
+std::string AmxRefusal(CpuIsa isa) {
+  if (!IsAmxBf16Available()) {
+    return "amx: needs a CPU with AMX-TILE, AMX-BF16 and AVX512-BF16 (Intel Xeon from Sapphire "
+           "Rapids on), AVX-512 kernels in this binary and the OS's permission for the tile "
+           "registers; use f32";
+  }
+  if (ResolveCpuIsa(isa) != CpuIsa::kAvx512) {
+    return "amx runs beside the avx512 kernels, not " + std::string(CpuIsaName(isa));
+  }
+  return "";
+}
+
+}  // namespace
+
+std::optional<Bf16MatMul> ParseAvailableBf16MatMul(std::string_view name, CpuIsa isa,
+                                                   std::string* error) {
   if (name == Bf16MatMulName(Bf16MatMul::kF32)) return Bf16MatMul::kF32;
   if (name == Bf16MatMulName(Bf16MatMul::kAmx)) {
-    if (IsAmxBf16Available()) return Bf16MatMul::kAmx;
-    *error = "amx: needs a CPU with AMX-TILE, AMX-BF16 and AVX512-BF16 (Intel Xeon from Sapphire "
-             "Rapids on), AVX-512 kernels in this binary and the OS's permission for the tile "
-             "registers; use f32";
+    *error = AmxRefusal(isa);
+    if (error->empty()) return Bf16MatMul::kAmx;
     return std::nullopt;
   }
   *error = std::string(name) + ": one of f32, amx";
@@ -284,12 +301,10 @@ std::optional<Bf16MatMul> ParseAvailableBf16MatMul(std::string_view name, std::s
 
 std::unique_ptr<Backend> CreateCpuBackend(const CpuBackendOptions& options) {
   const CpuIsa isa = ResolveCpuIsa(options.isa);
-  if (options.bf16_matmul == Bf16MatMul::kAmx &&
-      (isa != CpuIsa::kAvx512 || !IsAmxBf16Available())) {
-    throw std::invalid_argument(
-        "bf16 MatMul on AMX needs the AVX-512 kernels (cpu isa " + std::string(CpuIsaName(isa)) +
-        ") on a CPU and OS that run AMX-BF16 (available here: " +
-        (IsAmxBf16Available() ? "yes" : "no") + ")");
+  if (options.bf16_matmul == Bf16MatMul::kAmx) {
+    if (const std::string refusal = AmxRefusal(isa); !refusal.empty()) {
+      throw std::invalid_argument("bf16_matmul " + refusal);
+    }
   }
   return std::make_unique<FastCpuBackend>(options, isa);
 }

@@ -69,13 +69,8 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(int argc, const char* const* 
   o.cpu_isa = *isa;
   std::string bf16_matmul_error;
   const std::optional<kernels::Bf16MatMul> mode =
-      kernels::ParseAvailableBf16MatMul(bf16_matmul, &bf16_matmul_error);
+      kernels::ParseAvailableBf16MatMul(bf16_matmul, *isa, &bf16_matmul_error);
   if (!mode) return absl::InvalidArgumentError("--bf16-matmul " + bf16_matmul_error);
-  if (*mode == kernels::Bf16MatMul::kAmx &&
-      kernels::ResolveCpuIsa(*isa) != kernels::CpuIsa::kAvx512) {
-    return absl::InvalidArgumentError("--bf16-matmul amx runs beside the avx512 kernels, not "
-                                      "--cpu-isa " + cpu_isa);
-  }
   o.bf16_matmul = *mode;
   // Sampling ranges are checked by the engine with the same messages the servers give.
   return parsed;

@@ -87,12 +87,8 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
   if (!cpu_isa) return Fail("--cpu-isa " + cpu_isa_error);
   std::string bf16_matmul_error;
   const std::optional<kernels::Bf16MatMul> bf16_matmul =
-      kernels::ParseAvailableBf16MatMul(cfg.bf16_matmul, &bf16_matmul_error);
+      kernels::ParseAvailableBf16MatMul(cfg.bf16_matmul, *cpu_isa, &bf16_matmul_error);
   if (!bf16_matmul) return Fail("--bf16-matmul " + bf16_matmul_error);
-  if (*bf16_matmul == kernels::Bf16MatMul::kAmx &&
-      kernels::ResolveCpuIsa(*cpu_isa) != kernels::CpuIsa::kAvx512) {
-    return Fail("--bf16-matmul amx runs beside the avx512 kernels, not --cpu-isa " + cfg.cpu_isa);
-  }
   auto backend = kernels::CreateCpuBackend(
       {.num_threads = cfg.threads, .isa = *cpu_isa, .bf16_matmul = *bf16_matmul});
   model::LoadOptions load_options;

@@ -250,19 +250,17 @@ int Main(int argc, char** argv) {
     if (name == "panels" || name == "both") modes.push_back(panels);
     if (name == "amx") {
       std::string error;
-      if (!kernels::ParseAvailableBf16MatMul(name, &error)) {
+      if (!kernels::ParseAvailableBf16MatMul(name, kernels::CpuIsa::kAuto, &error)) {
         std::fprintf(stderr, "layout %s\n", error.c_str());
         return 2;
       }
       modes.push_back(amx);
     }
-    if (name != "rows" && name != "panels" && name != "amx" && name != "both") modes.clear();
-    if (modes.empty()) break;
-  }
-  if (modes.empty()) {
-    std::fprintf(stderr, "layout %s: panels, rows, amx, both or a comma list of them\n",
-                 layout_arg.c_str());
-    return 2;
+    if (name != "rows" && name != "panels" && name != "amx" && name != "both") {
+      std::fprintf(stderr, "layout %s: panels, rows, amx, both or a comma list of them\n",
+                   layout_arg.c_str());
+      return 2;
+    }
   }
   struct Run {
     kernels::CpuIsa isa;
@@ -272,8 +270,9 @@ int Main(int argc, char** argv) {
   std::vector<Run> runs;
   for (kernels::CpuIsa isa : isas) {
     for (const MatMulMode& mode : modes) {
-      if (mode.bf16 == kernels::Bf16MatMul::kAmx && isa != kernels::CpuIsa::kAvx512 &&
-          kernels::ResolveCpuIsa(isa) != kernels::CpuIsa::kAvx512) {
+      std::string not_here;
+      if (mode.bf16 == kernels::Bf16MatMul::kAmx &&
+          !kernels::ParseAvailableBf16MatMul("amx", isa, &not_here)) {
         continue;  // AMX runs beside the AVX-512 copy only
       }
       absl::StatusOr<Figures> f = RunOn(path, isa, mode, threads, pp, tg, repeats, batch);

@@ -104,16 +104,22 @@ TEST(Bf16Tiles, HoldBf16Only) {
 
 TEST(Bf16MatMulMode, ParsesNamesAndRefusesWhatThisMachineCannotRun) {
   std::string error;
-  EXPECT_EQ(ParseAvailableBf16MatMul("f32", &error), Bf16MatMul::kF32);
-  EXPECT_FALSE(ParseAvailableBf16MatMul("bf16", &error).has_value());
+  EXPECT_EQ(ParseAvailableBf16MatMul("f32", CpuIsa::kAuto, &error), Bf16MatMul::kF32);
+  EXPECT_FALSE(ParseAvailableBf16MatMul("bf16", CpuIsa::kAuto, &error).has_value());
   EXPECT_EQ(error, "bf16: one of f32, amx");
   error.clear();
-  const auto amx = ParseAvailableBf16MatMul("amx", &error);
+  const auto amx = ParseAvailableBf16MatMul("amx", CpuIsa::kAuto, &error);
   EXPECT_EQ(amx.has_value(), IsAmxBf16Available());
   EXPECT_EQ(error.empty(), IsAmxBf16Available()) << error;
   if (!IsAmxBf16Available()) {
     EXPECT_THROW(AmxBackend(1), std::invalid_argument);
+    return;
   }
+  // AMX runs beside the AVX-512 copy only.
+  EXPECT_FALSE(ParseAvailableBf16MatMul("amx", CpuIsa::kGeneric, &error).has_value());
+  EXPECT_EQ(error, "amx runs beside the avx512 kernels, not generic");
+  EXPECT_THROW(CreateCpuBackend({.isa = CpuIsa::kGeneric, .bf16_matmul = Bf16MatMul::kAmx}),
+               std::invalid_argument);
 }
 
 // A backend without AMX that is handed bf16 tiles anyway computes the same arithmetic slowly.

@@ -121,9 +121,11 @@ std::optional<CpuIsa> ParseAvailableCpuIsa(std::string_view name, std::string* e
 enum class Bf16MatMul : std::uint8_t { kF32, kAmx };
 
 std::string_view Bf16MatMulName(Bf16MatMul mode);  // "f32", "amx"
-// A --bf16-matmul value; nullopt for an unknown name, or for "amx" where this binary and CPU (and
-// OS) cannot run it, with *error saying which.
-std::optional<Bf16MatMul> ParseAvailableBf16MatMul(std::string_view name, std::string* error);
+// A --bf16-matmul value for a backend of `isa` (a --cpu-isa value, kAuto included); nullopt for an
+// unknown name, or for "amx" where this binary and CPU (and OS) cannot run it or `isa` resolves to
+// another copy than avx512, with *error saying which.
+std::optional<Bf16MatMul> ParseAvailableBf16MatMul(std::string_view name, CpuIsa isa,
+                                                   std::string* error);
 // Whether the CPU has AMX-TILE, AMX-BF16 and AVX512-BF16, the build has the AVX-512 kernels, and
 // the OS grants this process the tile registers (asked for here, once; the grant is per process).
 bool IsAmxBf16Available();
