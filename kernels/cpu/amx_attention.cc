@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "amx_tiles.h"
+#include "attention.h"
 #include "simd_math.h"
 
 #if defined(TANDEM_SIMD_AVX512)
@@ -22,8 +23,6 @@ constexpr int kTileElems = 512;  // bf16 elements in one 1 KiB tile
 
 // Tasks per thread: units differ in cost (causal: later rows see more positions).
 constexpr int kTasksPerThread = 4;
-// Below this many multiply-adds a call stays on the calling thread (as the float32 kernel's).
-constexpr std::int64_t kParallelMacs = 1 << 16;
 
 struct Shape {
   int n_heads, group, hd;
@@ -173,23 +172,20 @@ TANDEM_AMX_TARGET void RunUnits(std::span<const GqaAttentionParams> batch, const
 
 void AmxGqaAttention(ThreadPool& pool, std::span<const GqaAttentionParams> batch) {
   if (batch.empty() || batch[0].n_heads <= 0) return;
-  for (const GqaAttentionParams& p : batch) {
-    if (p.n_heads != batch[0].n_heads || p.n_kv_heads != batch[0].n_kv_heads ||
-        p.head_dim != batch[0].head_dim) {
-      for (const GqaAttentionParams& one : batch) AmxGqaAttention(pool, std::span(&one, 1));
-      return;
-    }
+  if (!SameHeadLayout(batch)) {
+    for (const GqaAttentionParams& one : batch) AmxGqaAttention(pool, std::span(&one, 1));
+    return;
   }
   const GqaAttentionParams& first = batch[0];
   const int group = first.n_heads / first.n_kv_heads;
   const Shape s{first.n_heads, group, first.head_dim, (first.head_dim + kDims - 1) / kDims,
                 (first.head_dim + kDimTile - 1) / kDimTile};
   int ctx_cap = 0;
-  std::int64_t macs = 0;  // an upper bound: every row against its chunk's last position
+  std::int64_t macs = 0;
   for (const GqaAttentionParams& p : batch) {
     if (p.n_tokens <= 0) continue;
     ctx_cap = std::max(ctx_cap, p.start_pos + p.n_tokens);
-    macs += 2LL * p.n_tokens * p.n_heads * p.head_dim * (p.start_pos + p.n_tokens);
+    macs += CausalWork(p.n_tokens, p.start_pos, 2LL * p.n_heads * p.head_dim);
   }
   if (ctx_cap == 0) return;
   ctx_cap = (ctx_cap + kPairs - 1) / kPairs * kPairs;
@@ -224,7 +220,7 @@ void AmxGqaAttention(ThreadPool& pool, std::span<const GqaAttentionParams> batch
   std::unique_ptr<float[]> floats(new float[floats_per_worker * pool.size()]);
   const int tasks = static_cast<int>(std::min<std::int64_t>(
       static_cast<std::int64_t>(units.size()),
-      pool.size() > 1 && macs >= kParallelMacs ? want : 1));
+      pool.size() > 1 && macs >= kAttentionParallelMacs ? want : 1));
   pool.Run(tasks, [&](int task, int worker) {
     std::uint16_t* b = bf16.get() + bf16_per_worker * worker;
     float* f = floats.get() + floats_per_worker * worker;

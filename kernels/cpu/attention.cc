@@ -13,16 +13,6 @@
 TANDEM_KERNELS_ISA_BEGIN
 namespace {
 
-// Below this many multiply-adds (scores plus weighted sum) a call stays on the calling thread.
-constexpr std::int64_t kParallelMacs = 1 << 16;
-
-// Total multiply-adds of a causal chunk: sum over queries of context length, times per-token work.
-std::int64_t CausalWork(int n_tokens, int start_pos, std::int64_t per_token_pair) {
-  const std::int64_t ctx_sum = static_cast<std::int64_t>(n_tokens) * start_pos +
-                               static_cast<std::int64_t>(n_tokens) * (n_tokens + 1) / 2;
-  return ctx_sum * per_token_pair;
-}
-
 // Work unit: one query token and a run of heads that share one K/V (a GQA group; for MLA all
 // heads share the latent), so each cache row is loaded once for all of them. Runs are shortened
 // only to give every thread work; a head's arithmetic is the same whatever run it is in.
@@ -79,7 +69,7 @@ void ForEachUnit(ThreadPool& pool, std::span<const Chunk> chunks, int n_heads, i
     max_ctx = std::max(max_ctx, c.start_pos + c.n_tokens);
   }
   if (tokens == 0) return;
-  const bool parallel = pool.size() > 1 && work >= kParallelMacs;
+  const bool parallel = pool.size() > 1 && work >= kAttentionParallelMacs;
   const Units u = PlanUnits(tokens, n_heads, group, parallel ? 2 * pool.size() : 1);
   const std::int64_t units = tokens * u.per_token;
   const int tasks = parallel ? static_cast<int>(std::min<std::int64_t>(units, pool.size() * 8)) : 1;
@@ -120,7 +110,8 @@ void WeightedSum(const UnitScratch& s, int nh, int ctx, std::int64_t value_offse
   WeightedRows(s.scores, nh, s.rows, value_offset, ctx, dim, out);
 }
 
-// Batches whose sequences share the head layout run as one job; any other batch runs per sequence.
+// Batches whose sequences share the head layout run as one job; any other batch runs per sequence
+// (GQA: SameHeadLayout in attention.h).
 template <typename Params>
 bool SameHeads(std::span<const Params> batch, bool (*same)(const Params&, const Params&)) {
   for (const Params& p : batch) {
@@ -140,10 +131,7 @@ std::vector<Chunk> ChunksOf(auto batch) {
 
 void GqaAttention(ThreadPool& pool, std::span<const GqaAttentionParams> batch) {
   if (batch.empty() || batch[0].n_heads <= 0) return;
-  const bool uniform = SameHeads<GqaAttentionParams>(batch, [](const auto& a, const auto& b) {
-    return a.n_heads == b.n_heads && a.n_kv_heads == b.n_kv_heads && a.head_dim == b.head_dim;
-  });
-  if (!uniform) {
+  if (!SameHeadLayout(batch)) {
     for (const GqaAttentionParams& p : batch) GqaAttention(pool, std::span(&p, 1));
     return;
   }
