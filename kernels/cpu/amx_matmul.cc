@@ -58,8 +58,6 @@ TANDEM_AMX_TARGET inline void StoreTile(const Job& job, std::int64_t t0, std::in
   }
 }
 
-// NX x-tiles (16 rows each, from t0) against NW weight tiles (16 outputs each, from group g), the
-// whole reduction chunk by chunk onto zeroed accumulators.
 // Lines of the next weights to fetch into L2 while a block computes (a share of the next group
 // pair per block of the pair before it), so that the next pair's first block does not wait on
 // memory.
@@ -68,6 +66,8 @@ struct Lookahead {
   std::int64_t count = 0;
 };
 
+// NX x-tiles (16 rows each, from t0) against NW weight tiles (16 outputs each, from group g), the
+// whole reduction chunk by chunk onto zeroed accumulators.
 template <int NX, int NW>
 TANDEM_AMX_TARGET void Block(const Job& job, std::int64_t t0, std::int64_t g, Lookahead ahead) {
   const std::int64_t ahead_per_chunk = (ahead.count + job.chunks - 1) / job.chunks;

@@ -25,21 +25,19 @@ void Scatter(const std::byte* src, std::int64_t rows, std::int64_t cols, std::by
 }
 
 // Element (r, c) goes where WeightView::Index puts it; the padding stays zero, so that padded
-// products are 0 x 0 and every sum stays finite. Whole column pairs move as one 32-bit word (a
-// tile row holds pair p of 16 rows side by side), so a large checkpoint packs at memory speed
-// rather than an index computation per element.
+// products are 0 x 0 and every sum stays finite. Whole column pairs move as one 32-bit word:
+// within a row group, pair p of every row sits in tile row p (the blocks of 16 pairs follow each
+// other), 16 pairs apart, so a large checkpoint packs at memory speed rather than an index
+// computation per element.
 void ScatterTiles(const std::uint16_t* from, std::int64_t rows, std::int64_t cols,
                   const WeightView& packed, std::uint16_t* to) {
   const std::int64_t chunks = (cols + kTileChunkCols - 1) / kTileChunkCols;
-  const std::int64_t pairs = cols / 2;
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::uint16_t* row = from + r * cols;
     std::uint16_t* group = to + r / kTileGroupRows * chunks * kTileGroupRows * kTileChunkCols +
                            r % kTileGroupRows * 2;
-    for (std::int64_t p = 0; p < pairs; ++p) {
-      const std::int64_t chunk = p / (kTileChunkCols / 2), in_chunk = p % (kTileChunkCols / 2);
-      std::memcpy(group + (chunk * kTileChunkCols / 2 + in_chunk) * 2 * kTileGroupRows, row + 2 * p,
-                  2 * sizeof(std::uint16_t));
+    for (std::int64_t p = 0; p < cols / 2; ++p) {
+      std::memcpy(group + p * 2 * kTileGroupRows, row + 2 * p, 2 * sizeof(std::uint16_t));
     }
     if (cols % 2 != 0) to[packed.Index(r, cols - 1)] = row[cols - 1];
   }
