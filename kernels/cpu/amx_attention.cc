@@ -20,6 +20,7 @@ constexpr int kPairs = 32;      // positions per weighted-sum chunk (tile row of
 constexpr int kDims = 32;       // head dims per score chunk
 constexpr int kDimTile = 16;    // head dims per weighted-sum tile (C tile columns)
 constexpr int kTileElems = 512;  // bf16 elements in one 1 KiB tile
+constexpr int kAccumulators = 4;  // C tiles in flight (tiles 0-3; 4-7 hold the operands)
 
 // Tasks per thread: units differ in cost (causal: later rows see more positions).
 constexpr int kTasksPerThread = 4;
@@ -43,7 +44,7 @@ struct Scratch {
   std::uint16_t* queries;  // [dim_chunks] tiles: [16 rows][32 dims]
   float* scores;           // [16 rows][ctx_cap]
   std::uint16_t* probs;    // [16 rows][ctx_cap], bf16
-  float* out;              // [16 rows][16 dims]
+  float* out;              // [kAccumulators][16 rows][16 dims]
 };
 
 // Positions [0, ctx) of one KV head as the second operand of the score tiles and of the weighted
@@ -92,6 +93,15 @@ TANDEM_AMX_TARGET void PackCache(const GqaAttentionParams& p, const Shape& s, in
   }
 }
 
+// a[0, n) *= scale.
+TANDEM_AMX_TARGET inline void Scale(float* a, int n, float scale) {
+  const __m512 by = _mm512_set1_ps(scale);
+  for (int t = 0; t < n; t += 16) {
+    const __mmask16 m = static_cast<__mmask16>(n - t >= 16 ? 0xffff : (1u << (n - t)) - 1);
+    _mm512_mask_storeu_ps(a + t, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, a + t), by));
+  }
+}
+
 // Rows [r0, r0 + 16) of a unit (those below `row_end` exist): scores, softmax, weighted sum.
 TANDEM_AMX_TARGET void RowTile(const GqaAttentionParams& p, const Shape& s, int kv_head, int r0,
                                int row_end, int ctx_cap, const Scratch& w) {
@@ -109,15 +119,35 @@ TANDEM_AMX_TARGET void RowTile(const GqaAttentionParams& p, const Shape& s, int 
                           Bf16x32(q + c * kDims, std::min(kDims, s.hd - c * kDims)));
     }
   }
+  // Scores: up to four key tiles at once, each into its own accumulator (tiles 0-3). One chain of
+  // products into a single accumulator waits on each product's latency; four overlap. Every
+  // accumulator still sums its chunks in order, so the bits are those of one tile at a time.
+  // (Macros: GCC's tile intrinsics take the tile's number as a literal.)
   const std::int64_t score_bytes = static_cast<std::int64_t>(ctx_cap) * sizeof(float);
-  for (int j = 0; j * kKeys < last_ctx; ++j) {
-    _tile_zero(0);
+  const int key_tiles = (last_ctx + kKeys - 1) / kKeys;
+  for (int j0 = 0; j0 < key_tiles; j0 += kAccumulators) {
+    const int nj = std::min(kAccumulators, key_tiles - j0);
+    const std::uint16_t* keys = w.keys + static_cast<std::int64_t>(j0) * s.dim_chunks * kTileElems;
+    const std::int64_t key_step = static_cast<std::int64_t>(s.dim_chunks) * kTileElems;
+#define TANDEM_FOR_ACCUMULATORS(n, op) \
+  op(0, 6);                            \
+  if ((n) > 1) { op(1, 7); }           \
+  if ((n) > 2) { op(2, 6); }           \
+  if ((n) > 3) { op(3, 7); }
+#define TANDEM_ZERO(acc, unused) _tile_zero(acc)
+    TANDEM_FOR_ACCUMULATORS(nj, TANDEM_ZERO);
     for (int c = 0; c < s.dim_chunks; ++c) {
       _tile_loadd(4, w.queries + c * kTileElems, 64);
-      _tile_loadd(6, w.keys + (static_cast<std::int64_t>(j) * s.dim_chunks + c) * kTileElems, 64);
-      _tile_dpbf16ps(0, 4, 6);
+#define TANDEM_SCORE(acc, key)                                                   \
+  _tile_loadd(key, keys + (acc) * key_step + c * kTileElems, 64);                \
+  _tile_dpbf16ps(acc, 4, key)
+      TANDEM_FOR_ACCUMULATORS(nj, TANDEM_SCORE);
+#undef TANDEM_SCORE
     }
-    _tile_stored(0, w.scores + j * kKeys, score_bytes);
+#define TANDEM_STORE_SCORES(acc, unused) \
+  _tile_stored(acc, w.scores + (j0 + (acc)) * kKeys, score_bytes)
+    TANDEM_FOR_ACCUMULATORS(nj, TANDEM_STORE_SCORES);
+#undef TANDEM_STORE_SCORES
   }
   const int padded = (last_ctx + kPairs - 1) / kPairs * kPairs;
   for (int i = 0; i < kRows; ++i) {
@@ -126,32 +156,55 @@ TANDEM_AMX_TARGET void RowTile(const GqaAttentionParams& p, const Shape& s, int 
     if (i < rows) {
       ctx = p.start_pos + (r0 + i) / s.group + 1;
       float* a = w.scores + static_cast<std::int64_t>(i) * ctx_cap;
-      for (int t = 0; t < ctx; ++t) a[t] *= p.scale;
+      Scale(a, ctx, p.scale);
       const float inv = 1.0f / ExpAndSum(a, ctx);
-      for (int t = 0; t < ctx; ++t) a[t] *= inv;
+      // Normalised and rounded in one pass: bf16(a * inv), as two passes would give.
+      const __m512 by = _mm512_set1_ps(inv);
       for (int t = 0; t < ctx; t += kPairs) {
-        _mm512_storeu_si512(prob + t, Bf16x32(a + t, std::min(kPairs, ctx - t)));
+        const int n = std::min(kPairs, ctx - t);
+        const __mmask16 lo = static_cast<__mmask16>(n >= 16 ? 0xffff : (1u << n) - 1);
+        const __mmask16 hi =
+            static_cast<__mmask16>(n >= 32 ? 0xffff : n > 16 ? (1u << (n - 16)) - 1 : 0);
+        const __m512bh v = _mm512_cvtne2ps_pbh(
+            _mm512_mul_ps(_mm512_maskz_loadu_ps(hi, a + t + 16), by),
+            _mm512_mul_ps(_mm512_maskz_loadu_ps(lo, a + t), by));
+        _mm512_storeu_si512(prob + t, reinterpret_cast<const __m512i&>(v));
       }
     }
     // Past the row's own positions, weight exactly 0 up to the tile's padded end.
     const int from = (ctx + kPairs - 1) / kPairs * kPairs;
     std::memset(prob + from, 0, sizeof(std::uint16_t) * (padded - from));
   }
+  // Weighted sums: up to four dim tiles at once against one load of the weights' tile.
   const std::int64_t prob_bytes = static_cast<std::int64_t>(ctx_cap) * sizeof(std::uint16_t);
-  for (int d = 0; d < s.dim_tiles; ++d) {
-    _tile_zero(1);
+  for (int d0 = 0; d0 < s.dim_tiles; d0 += kAccumulators) {
+    const int nd = std::min(kAccumulators, s.dim_tiles - d0);
+    TANDEM_FOR_ACCUMULATORS(nd, TANDEM_ZERO);
     for (int c = 0; c * kPairs < last_ctx; ++c) {
       _tile_loadd(5, w.probs + c * kPairs, prob_bytes);
-      _tile_loadd(7, w.values + (static_cast<std::int64_t>(c) * s.dim_tiles + d) * kTileElems, 64);
-      _tile_dpbf16ps(1, 5, 7);
+      const std::uint16_t* values =
+          w.values + (static_cast<std::int64_t>(c) * s.dim_tiles + d0) * kTileElems;
+#define TANDEM_WEIGH(acc, value)                                \
+  _tile_loadd(value, values + (acc) * kTileElems, 64);          \
+  _tile_dpbf16ps(acc, 5, value)
+      TANDEM_FOR_ACCUMULATORS(nd, TANDEM_WEIGH);
+#undef TANDEM_WEIGH
     }
-    _tile_stored(1, w.out, kDimTile * sizeof(float));
-    const int n = std::min(kDimTile, s.hd - d * kDimTile);
-    for (int i = 0; i < rows; ++i) {
-      std::memcpy(p.out + q_row(i) * s.hd + d * kDimTile, w.out + i * kDimTile,
-                  sizeof(float) * n);
+#define TANDEM_STORE_SUMS(acc, unused) \
+  _tile_stored(acc, w.out + (acc) * kRows * kDimTile, kDimTile * sizeof(float))
+    TANDEM_FOR_ACCUMULATORS(nd, TANDEM_STORE_SUMS);
+#undef TANDEM_STORE_SUMS
+    for (int t = 0; t < nd; ++t) {
+      const int d = d0 + t;
+      const int n = std::min(kDimTile, s.hd - d * kDimTile);
+      for (int i = 0; i < rows; ++i) {
+        std::memcpy(p.out + q_row(i) * s.hd + d * kDimTile, w.out + (t * kRows + i) * kDimTile,
+                    sizeof(float) * n);
+      }
     }
   }
+#undef TANDEM_ZERO
+#undef TANDEM_FOR_ACCUMULATORS
 }
 
 TANDEM_AMX_TARGET void RunUnit(std::span<const GqaAttentionParams> batch, const Shape& s,
@@ -214,7 +267,7 @@ void AmxGqaAttention(ThreadPool& pool, std::span<const GqaAttentionParams> batch
   const std::size_t query_elems = static_cast<std::size_t>(s.dim_chunks) * kTileElems;
   const std::size_t row_elems = static_cast<std::size_t>(kRows) * ctx_cap;
   const std::size_t bf16_per_worker = key_elems + value_elems + query_elems + row_elems;
-  const std::size_t floats_per_worker = row_elems + kRows * kDimTile;
+  const std::size_t floats_per_worker = row_elems + kAccumulators * kRows * kDimTile;
   // Uninitialised: each unit zeroes what it reads before writing it.
   std::unique_ptr<std::uint16_t[]> bf16(new std::uint16_t[bf16_per_worker * pool.size()]);
   std::unique_ptr<float[]> floats(new float[floats_per_worker * pool.size()]);

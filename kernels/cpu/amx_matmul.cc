@@ -7,6 +7,7 @@
 
 #include "amx_tiles.h"
 #include "matmul_tasks.h"
+#include "simd_math.h"
 
 #if defined(TANDEM_SIMD_AVX512)
 TANDEM_KERNELS_ISA_BEGIN
@@ -46,7 +47,27 @@ struct Job {
   std::int64_t chunks;       // weight tiles per row group (in / 32, rounded up)
   std::int64_t out;
   float* y;
+  // > 0: the weights are a gated pair (PanelWeight::PackGated) and y is [rows][hidden] =
+  // silu(gate) * up, combined as each pair of groups leaves its accumulators.
+  std::int64_t hidden = 0;
 };
+
+// Accumulators (x tile, gate group) and (x tile, up group) of a gated pair to y: SiluMul's own
+// arithmetic on the 16 outputs of the pair (same expression, so the same bits as MatMul of the
+// pair followed by SiluMul).
+TANDEM_AMX_TARGET inline void StoreGated(const Job& job, std::int64_t t0, std::int64_t g,
+                                         const float* gate, const float* up) {
+  const std::int64_t o0 = g / 2 * kOutputs;
+  const std::int64_t on = std::min(kOutputs, job.hidden - o0);
+  const __mmask16 m = static_cast<__mmask16>(on >= 16 ? 0xffff : (1u << on) - 1);
+  const V16f one = SplatV(1.0f);
+  for (std::int64_t t = 0; t < kTokens && t0 + t < job.rows; ++t) {
+    const V16f gv = LoadV(gate + t * kOutputs);
+    const V16f v = gv / (one + ExpV(-gv)) * LoadV(up + t * kOutputs);
+    _mm512_mask_storeu_ps(job.y + (t0 + t) * job.hidden + o0, m,
+                          reinterpret_cast<const __m512&>(v));
+  }
+}
 
 // C tile (token block t0, outputs o0) to y, only its rows and outputs that exist.
 TANDEM_AMX_TARGET inline void StoreTile(const Job& job, std::int64_t t0, std::int64_t o0,
@@ -108,6 +129,21 @@ TANDEM_AMX_TARGET void Block(const Job& job, std::int64_t t0, std::int64_t g, Lo
       if constexpr (NW == 2) _tile_dpbf16ps(3, 5, 7);
     }
   }
+  if (job.hidden > 0) {
+    if constexpr (NW == 2) {  // a gated pair's groups come in pairs
+      alignas(64) float c[4][kTokens * kOutputs];
+      constexpr std::int64_t kStride = kOutputs * sizeof(float);
+      _tile_stored(0, c[0], kStride);
+      _tile_stored(1, c[1], kStride);
+      StoreGated(job, t0, g, c[0], c[1]);
+      if constexpr (NX == 2) {
+        _tile_stored(2, c[2], kStride);
+        _tile_stored(3, c[3], kStride);
+        StoreGated(job, t0 + kTokens, g, c[2], c[3]);
+      }
+    }
+    return;
+  }
   const std::int64_t o0 = g * kOutputs;
   const std::int64_t y_bytes = job.out * static_cast<std::int64_t>(sizeof(float));
   alignas(64) float c[kTokens * kOutputs];
@@ -165,6 +201,11 @@ TANDEM_AMX_TARGET void GroupRange(const Job& job, std::int64_t g_begin, std::int
 
 void AmxBf16MatMul(ThreadPool& pool, const float* x, std::int64_t rows, const WeightView& w,
                    float* y) {
+  AmxBf16GatedMatMul(pool, x, rows, w, 0, y);
+}
+
+void AmxBf16GatedMatMul(ThreadPool& pool, const float* x, std::int64_t rows, const WeightView& w,
+                        std::int64_t hidden, float* y) {
   if (rows <= 0 || w.rows <= 0) return;
   const std::int64_t chunks = (w.cols + kChunk - 1) / kChunk;
   const std::int64_t stride = chunks * kChunk;
@@ -183,7 +224,13 @@ void AmxBf16MatMul(ThreadPool& pool, const float* x, std::int64_t rows, const We
     PackRows(x, w.cols, chunks, rows * task / pack_tasks, rows * (task + 1) / pack_tasks,
              xp.get());
   });
-  const Job job{xp.get(), rows, static_cast<const std::uint16_t*>(w.data), chunks, w.rows, y};
+  const Job job{.xp = xp.get(),
+                .rows = rows,
+                .w = static_cast<const std::uint16_t*>(w.data),
+                .chunks = chunks,
+                .out = w.rows,
+                .y = y,
+                .hidden = hidden};
   pool.Run(tasks, [&](int task, int) {
     const std::int64_t u0 = units * task / tasks, u1 = units * (task + 1) / tasks;
     GroupRange(job, 2 * u0, std::min(groups, 2 * u1));

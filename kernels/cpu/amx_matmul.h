@@ -20,6 +20,11 @@ TANDEM_KERNELS_ISA_BEGIN
 // to use the tile registers (cpu_backend.cc asks for it before creating a backend that runs this).
 void AmxBf16MatMul(ThreadPool& pool, const float* x, std::int64_t rows, const WeightView& w,
                    float* y);
+// Backend::GatedMatMul on AMX: w = PanelWeight::PackGated(gate, up), y: [rows][hidden] =
+// silu(x . gate) * (x . up), combined as the pair of groups leaves its accumulators (the same bits
+// as AmxBf16MatMul over w followed by SiluMul; the pair's products never go to memory).
+void AmxBf16GatedMatMul(ThreadPool& pool, const float* x, std::int64_t rows, const WeightView& w,
+                        std::int64_t hidden, float* y);
 
 TANDEM_KERNELS_ISA_END
 #endif  // TANDEM_SIMD_AVX512

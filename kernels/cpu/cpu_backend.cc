@@ -113,6 +113,14 @@ class FastCpuBackend final : public Backend {
     if (w.layout == WeightLayout::kBf16Tiles) return TilesMatMul(x, rows, w, y);
     k_.mat_mul(pool_, x, rows, w, y);
   }
+  bool fuses_gated_matmul(DType dtype) const override { return amx_ && dtype == DType::kBF16; }
+  void GatedMatMul(const float* x, std::int64_t rows, const WeightView& gate_up,
+                   std::int64_t hidden, float* out) override {
+    if (amx_ && gate_up.layout == WeightLayout::kBf16Tiles) {
+      return k_.amx_bf16_gated_mat_mul(pool_, x, rows, gate_up, hidden, out);
+    }
+    Backend::GatedMatMul(x, rows, gate_up, hidden, out);
+  }
   void RmsNorm(const float* x, std::int64_t rows, std::int64_t dim, const WeightView& weight,
                float eps, float* y) override {
     // By whole rows: a row's result is the same in any split.

@@ -33,6 +33,9 @@ struct KernelTable {
   // in the others; callable only where the CPU and the OS allow AMX.
   void (*amx_bf16_mat_mul)(ThreadPool& pool, const float* x, std::int64_t rows,
                            const WeightView& w, float* y);
+  // Backend::GatedMatMul on AMX (amx_matmul.h); as amx_bf16_mat_mul.
+  void (*amx_bf16_gated_mat_mul)(ThreadPool& pool, const float* x, std::int64_t rows,
+                                 const WeightView& w, std::int64_t hidden, float* y);
   // GqaAttention in bf16 products on AMX (amx_attention.h); as amx_bf16_mat_mul.
   void (*amx_gqa_attention)(ThreadPool& pool, std::span<const GqaAttentionParams> batch);
 };

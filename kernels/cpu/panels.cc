@@ -49,6 +49,31 @@ void PanelWeight::FreeAligned::operator()(std::byte* p) const {
   ::operator delete[](p, kPanelAlign);
 }
 
+PanelWeight PanelWeight::PackGated(const WeightView& gate, const WeightView& up) {
+  if (gate.dtype != DType::kBF16 || up.dtype != DType::kBF16 || gate.rows != up.rows ||
+      gate.cols != up.cols || gate.layout != WeightLayout::kRows ||
+      up.layout != WeightLayout::kRows) {
+    throw std::invalid_argument("a gated pair is two row-major bf16 matrices of one shape");
+  }
+  const PanelWeight g = Pack(gate, WeightLayout::kBf16Tiles);
+  const PanelWeight u = Pack(up, WeightLayout::kBf16Tiles);
+  const std::int64_t groups = (gate.rows + kTileGroupRows - 1) / kTileGroupRows;
+  const std::size_t group_bytes = g.bytes_ / static_cast<std::size_t>(groups);
+  PanelWeight packed;
+  packed.bytes_ = 2 * g.bytes_;
+  packed.storage_.reset(static_cast<std::byte*>(::operator new[](packed.bytes_, kPanelAlign)));
+  for (std::int64_t i = 0; i < groups; ++i) {
+    std::memcpy(packed.storage_.get() + 2 * i * group_bytes, g.storage_.get() + i * group_bytes,
+                group_bytes);
+    std::memcpy(packed.storage_.get() + (2 * i + 1) * group_bytes,
+                u.storage_.get() + i * group_bytes, group_bytes);
+  }
+  packed.view_ = g.view_;
+  packed.view_.data = packed.storage_.get();
+  packed.view_.rows = 2 * groups * kTileGroupRows;
+  return packed;
+}
+
 PanelWeight PanelWeight::Pack(const WeightView& rows, WeightLayout layout) {
   PanelWeight packed;
   const std::size_t elem = DTypeSize(rows.dtype);

@@ -66,7 +66,8 @@ inline float ExpScalar(float x) {
 }
 
 // Softmax numerators in place: scores[t] <- exp(scores[t] - max); returns their sum. Whole chunks
-// go through ExpV, the tail through ExpScalar (bit-equal per element), the sum in a fixed order.
+// go through ExpV, the tail through one more ExpV (bit-equal per element to ExpScalar), the sum in
+// a fixed order.
 inline float ExpAndSum(float* scores, int n) {
   constexpr int kW = 16;
   float mx = -__builtin_inff();
@@ -89,9 +90,17 @@ inline float ExpAndSum(float* scores, int n) {
     acc += e;
   }
   float sum = SumLanes(acc);
-  for (; t < n; ++t) {
-    scores[t] = ExpScalar(scores[t] - mx);
-    sum += scores[t];
+  if (t < n) {
+    // The tail in one vector (a lane of ExpV is ExpScalar of it: same bits as one call per
+    // element, at the price of one), added in order as before.
+    const int left = n - t;
+    V16f tail{};
+    for (int i = 0; i < left; ++i) tail[i] = scores[t + i] - mx;
+    const V16f e = ExpV(tail);
+    for (int i = 0; i < left; ++i) {
+      scores[t + i] = e[i];
+      sum += e[i];
+    }
   }
   return sum;
 }

@@ -234,9 +234,13 @@ void LlamaModel::Layer(int l, std::span<const SequenceChunk> batch,
 
   // SwiGLU feed-forward: w_down(silu(w_gate x) * w_up x).
   be.RmsNorm(x_.data(), tokens, dim, w.ffn_norm, config_.rms_norm_eps, xb_.data());
-  be.MatMul(xb_.data(), tokens, w.w_gate, gate_.data());
-  be.MatMul(xb_.data(), tokens, w.w_up, up_.data());
-  be.SiluMul(gate_.data(), up_.data(), tokens, config_.intermediate_size, gate_.data());
+  if (!w.w_gate_up.empty()) {
+    be.GatedMatMul(xb_.data(), tokens, w.w_gate_up, config_.intermediate_size, gate_.data());
+  } else {
+    be.MatMul(xb_.data(), tokens, w.w_gate, gate_.data());
+    be.MatMul(xb_.data(), tokens, w.w_up, up_.data());
+    be.SiluMul(gate_.data(), up_.data(), tokens, config_.intermediate_size, gate_.data());
+  }
   be.MatMul(gate_.data(), tokens, w.w_down, xb_.data());
   be.Axpy(1.0f, xb_.data(), tokens * dim, x_.data());
 }
@@ -286,7 +290,9 @@ absl::StatusOr<std::unique_ptr<Model>> CreateLlamaModel(LlamaConfig config, Llam
   // row-major for Embed (a tied classifier gets a packed copy of its own).
   internal::PackedWeights packed(*backend);
   for (LlamaLayerWeights& l : weights.layers) {
-    packed.Pack({&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down});
+    packed.Pack({&l.wq, &l.wk, &l.wv, &l.wo, &l.w_down});
+    l.w_gate_up = {};
+    if (!packed.PackGated(l.w_gate, l.w_up, &l.w_gate_up)) packed.Pack({&l.w_gate, &l.w_up});
   }
   packed.Pack(weights.lm_head);
   return std::unique_ptr<Model>(new LlamaModel(std::move(config), std::move(weights),

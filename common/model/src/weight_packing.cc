@@ -7,11 +7,9 @@
 
 namespace tandem::model::internal {
 
-void PackedWeights::Pack(kernels::WeightView& w) {
-  if (w.empty() || w.layout != kernels::WeightLayout::kRows) return;
-  const kernels::WeightLayout layout = backend_.preferred_matmul_layout(w.dtype);
-  if (layout == kernels::WeightLayout::kRows) return;
-  packed_.push_back(kernels::PanelWeight::Pack(w, layout));
+namespace {
+
+void Reclaim(const kernels::WeightView& w) {
   // The row-major bytes are not read again (a view listed here is MatMul's alone): ask the kernel
   // to reclaim their whole pages, so that a model mapped from its checkpoint does not keep both
   // copies resident. MADV_PAGEOUT keeps the contents (a mapped file's clean pages are dropped and
@@ -23,7 +21,31 @@ void PackedWeights::Pack(kernels::WeightView& w) {
       begin + static_cast<std::uintptr_t>(w.numel()) * kernels::DTypeSize(w.dtype);
   const std::uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
   if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_PAGEOUT);
+}
+
+}  // namespace
+
+void PackedWeights::Pack(kernels::WeightView& w) {
+  if (w.empty() || w.layout != kernels::WeightLayout::kRows) return;
+  const kernels::WeightLayout layout = backend_.preferred_matmul_layout(w.dtype);
+  if (layout == kernels::WeightLayout::kRows) return;
+  packed_.push_back(kernels::PanelWeight::Pack(w, layout));
+  Reclaim(w);
   w = packed_.back().view();
+}
+
+bool PackedWeights::PackGated(const kernels::WeightView& gate, const kernels::WeightView& up,
+                              kernels::WeightView* gate_up) {
+  if (gate.empty() || !backend_.fuses_gated_matmul(gate.dtype) || up.dtype != gate.dtype ||
+      gate.rows != up.rows || gate.cols != up.cols || gate.layout != kernels::WeightLayout::kRows ||
+      up.layout != kernels::WeightLayout::kRows) {
+    return false;
+  }
+  packed_.push_back(kernels::PanelWeight::PackGated(gate, up));
+  Reclaim(gate);
+  Reclaim(up);
+  *gate_up = packed_.back().view();
+  return true;
 }
 
 }  // namespace tandem::model::internal

@@ -196,5 +196,89 @@ TEST(AmxMatMul, RowsKeepTheirBitsInAnyBatch) {
   }
 }
 
+// silu(x . gate) * (x . up) the unfused way: each of the pair packed as tiles on its own,
+// MatMul twice, SiluMul.
+std::vector<float> GatedUnfused(Backend& b, const std::vector<float>& x, std::int64_t rows,
+                                const WeightView& gate, const WeightView& up) {
+  const PanelWeight g = PanelWeight::Pack(gate, WeightLayout::kBf16Tiles);
+  const PanelWeight u = PanelWeight::Pack(up, WeightLayout::kBf16Tiles);
+  std::vector<float> gy = Multiply(b, x.data(), rows, g.view());
+  const std::vector<float> uy = Multiply(b, x.data(), rows, u.view());
+  b.SiluMul(gy.data(), uy.data(), rows, gate.rows, gy.data());
+  return gy;
+}
+
+std::vector<float> Gated(Backend& b, const std::vector<float>& x, std::int64_t rows,
+                         const PanelWeight& pair, std::int64_t hidden) {
+  std::vector<float> y(rows * hidden, NAN);
+  b.GatedMatMul(x.data(), rows, pair.view(), hidden, y.data());
+  return y;
+}
+
+TEST(GatedPair, PacksGroupsInTurnAndRefusesMismatchedPairs) {
+  std::mt19937 rng(17);
+  TestWeight gate(20, 40, DType::kBF16, rng), up(20, 40, DType::kBF16, rng);
+  const PanelWeight pair = PanelWeight::PackGated(gate.view, up.view);
+  EXPECT_EQ(pair.view().rows, 2 * 2 * kTileGroupRows);  // 20 rows: 2 groups each, padded
+  EXPECT_EQ(pair.view().layout, WeightLayout::kBf16Tiles);
+  for (std::int64_t r = 0; r < 20; ++r) {
+    const std::int64_t group = r / kTileGroupRows, in_group = r % kTileGroupRows;
+    for (std::int64_t c = 0; c < 40; ++c) {
+      ASSERT_EQ(pair.view().At(2 * group * kTileGroupRows + in_group, c), gate.view.At(r, c));
+      ASSERT_EQ(pair.view().At((2 * group + 1) * kTileGroupRows + in_group, c), up.view.At(r, c));
+    }
+  }
+  EXPECT_EQ(pair.view().At(kTileGroupRows + 1, 3), up.view.At(1, 3));
+  EXPECT_EQ(pair.view().At(2 * kTileGroupRows + 10, 3), 0.0f);  // gate group 1's padding
+  TestWeight other(20, 41, DType::kBF16, rng), f32(20, 40, DType::kF32, rng);
+  EXPECT_THROW(PanelWeight::PackGated(gate.view, other.view), std::invalid_argument);
+  EXPECT_THROW(PanelWeight::PackGated(f32.view, f32.view), std::invalid_argument);
+}
+
+// Any backend: Backend::GatedMatMul's own path (MatMul over the pair, SiluMul per group) gives
+// the bits of the two products and SiluMul apart.
+TEST(GatedPair, TheDefaultPathEqualsTheProductsApart) {
+  std::mt19937 rng(19);
+  auto plain = CreateCpuBackend({.num_threads = 2});
+  EXPECT_FALSE(plain->fuses_gated_matmul(DType::kBF16));
+  for (auto [hidden, in] : {std::pair<std::int64_t, std::int64_t>{16, 32}, {21, 40}}) {
+    TestWeight gate(hidden, in, DType::kBF16, rng), up(hidden, in, DType::kBF16, rng);
+    const PanelWeight pair = PanelWeight::PackGated(gate.view, up.view);
+    for (std::int64_t rows : {1, 3, 17}) {
+      const std::vector<float> x = RandomFloats(rows * in, rng, -2.0f, 2.0f);
+      const std::vector<float> apart = GatedUnfused(*plain, x, rows, gate.view, up.view);
+      const std::vector<float> fused = Gated(*plain, x, rows, pair, hidden);
+      ASSERT_TRUE(BitEqual(apart.data(), fused.data(), apart.size()))
+          << rows << " rows, hidden " << hidden;
+    }
+  }
+}
+
+// The AMX kernel combines the pair in its accumulators: the same bits as MatMul of each and
+// SiluMul, for hidden sizes that are not whole groups, rows on both sides of tiles and passes, and
+// any thread count (so a row's bits still do not depend on its batch).
+TEST(AmxMatMul, GatedPairEqualsTheProductsApartBitForBit) {
+  SKIP_WITHOUT_AMX();
+  std::mt19937 rng(23);
+  auto amx = AmxBackend(2);
+  EXPECT_TRUE(amx->fuses_gated_matmul(DType::kBF16));
+  EXPECT_FALSE(amx->fuses_gated_matmul(DType::kF32));
+  for (auto [hidden, in] : {std::pair<std::int64_t, std::int64_t>{16, 32}, {17, 33},
+                            {70, 300}, {48, 1000}, {40, 4100}}) {
+    TestWeight gate(hidden, in, DType::kBF16, rng), up(hidden, in, DType::kBF16, rng);
+    const PanelWeight pair = PanelWeight::PackGated(gate.view, up.view);
+    for (std::int64_t rows : {1, 2, 15, 16, 17, 33, 129, 300}) {
+      const std::vector<float> x = RandomFloats(rows * in, rng, -2.0f, 2.0f);
+      const std::vector<float> apart = GatedUnfused(*amx, x, rows, gate.view, up.view);
+      for (int threads : {1, 2, 3}) {
+        auto b = AmxBackend(threads);
+        const std::vector<float> fused = Gated(*b, x, rows, pair, hidden);
+        ASSERT_TRUE(BitEqual(apart.data(), fused.data(), apart.size()))
+            << rows << " rows x " << hidden << "x" << in << ", " << threads << " threads";
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tandem::kernels

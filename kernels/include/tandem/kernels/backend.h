@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -46,6 +47,29 @@ class Backend {
   virtual WeightLayout preferred_matmul_layout(DType dtype) const {
     (void)dtype;
     return WeightLayout::kRows;
+  }
+  // out[r][i] = silu(x[r] . gate[i]) * (x[r] . up[i]) for i < hidden (out: [rows][hidden]): a
+  // SwiGLU feed-forward's first half in one call, from `gate_up` = PanelWeight::PackGated(gate, up)
+  // (bf16 tiles whose 16-row groups alternate gate and up). Models pack the pair and call this only
+  // where fuses_gated_matmul(dtype) says so. This default runs MatMul over the pair and SiluMul
+  // over each group, so a backend that fuses the two must give the same bits.
+  virtual bool fuses_gated_matmul(DType dtype) const {
+    (void)dtype;
+    return false;
+  }
+  virtual void GatedMatMul(const float* x, std::int64_t rows, const WeightView& gate_up,
+                           std::int64_t hidden, float* out) {
+    const std::int64_t width = gate_up.rows;
+    float* both = AllocateFloats(static_cast<std::size_t>(rows * width));
+    MatMul(x, rows, gate_up, both);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      for (std::int64_t i = 0; i < hidden; i += kTileGroupRows) {
+        const float* group = both + r * width + 2 * i;
+        SiluMul(group, group + kTileGroupRows, 1, std::min(kTileGroupRows, hidden - i),
+                out + r * hidden + i);
+      }
+    }
+    Free(both);
   }
   // y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight   (x and y may alias)
   virtual void RmsNorm(const float* x, std::int64_t rows, std::int64_t dim, const WeightView& weight,

@@ -18,6 +18,10 @@ class PanelWeight {
   // The row-major `rows` view repacked into `layout` (kPanels, or kBf16Tiles for a bf16 view); its
   // scales (FP8) are shared, not copied, so they must outlive the result.
   static PanelWeight Pack(const WeightView& rows, WeightLayout layout = WeightLayout::kPanels);
+  // A SwiGLU pair (bf16, same shape) as one kBf16Tiles weight for Backend::GatedMatMul: gate's
+  // 16-row groups and up's in turn (gate 0, up 0, gate 1, ...), each padded with zero rows to a
+  // whole group, so the view has 2 x 16 x ceil(rows / 16) rows. std::invalid_argument otherwise.
+  static PanelWeight PackGated(const WeightView& gate, const WeightView& up);
 
   PanelWeight(PanelWeight&&) noexcept = default;
   PanelWeight& operator=(PanelWeight&&) noexcept = default;

@@ -40,6 +40,9 @@ struct LlamaConfig {
 struct LlamaLayerWeights {
   kernels::WeightView attn_norm, wq, wk, wv, wo;
   kernels::WeightView ffn_norm, w_gate, w_up, w_down;
+  // Set at load where the backend fuses gate and up (Backend::GatedMatMul); w_gate and w_up are
+  // then not read.
+  kernels::WeightView w_gate_up;
 };
 
 struct LlamaWeights {
