@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <span>
 
 #include "amx_tiles.h"
 #include "matmul_tasks.h"
@@ -50,7 +51,33 @@ struct Job {
   // > 0: the weights are a gated pair (PanelWeight::PackGated) and y is [rows][hidden] =
   // silu(gate) * up, combined as each pair of groups leaves its accumulators.
   std::int64_t hidden = 0;
+  // Not empty: the weights are matrices stacked by PanelWeight::PackStacked, part i's outputs
+  // going to outputs[i] ([rows][part_rows[i]]) instead of y.
+  std::span<const std::int64_t> part_rows;
+  std::span<float* const> outputs;
 };
+
+// Where the outputs of weight group g go: a row stride, the first output's column and how many
+// of the group's 16 outputs exist.
+struct Dest {
+  float* y;
+  std::int64_t stride, o0, on;
+};
+
+inline Dest DestOf(const Job& job, std::int64_t g) {
+  if (job.part_rows.empty()) {
+    return {job.y, job.out, g * kOutputs, std::min(kOutputs, job.out - g * kOutputs)};
+  }
+  std::int64_t first = 0;  // the part's first group
+  std::size_t i = 0;
+  for (; i + 1 < job.part_rows.size(); ++i) {
+    const std::int64_t groups = (job.part_rows[i] + kOutputs - 1) / kOutputs;
+    if (g < first + groups) break;
+    first += groups;
+  }
+  const std::int64_t o0 = (g - first) * kOutputs;
+  return {job.outputs[i], job.part_rows[i], o0, std::min(kOutputs, job.part_rows[i] - o0)};
+}
 
 // Accumulators (x tile, gate group) and (x tile, up group) of a gated pair to y: SiluMul's own
 // arithmetic on the 16 outputs of the pair (same expression, so the same bits as MatMul of the
@@ -69,13 +96,13 @@ TANDEM_AMX_TARGET inline void StoreGated(const Job& job, std::int64_t t0, std::i
   }
 }
 
-// C tile (token block t0, outputs o0) to y, only its rows and outputs that exist.
-TANDEM_AMX_TARGET inline void StoreTile(const Job& job, std::int64_t t0, std::int64_t o0,
+// C tile (token block t0) to its destination, only its rows and outputs that exist.
+TANDEM_AMX_TARGET inline void StoreTile(const Job& job, std::int64_t t0, const Dest& d,
                                         const float* c) {
-  const std::int64_t tn = std::min(kTokens, job.rows - t0), on = std::min(kOutputs, job.out - o0);
+  const std::int64_t tn = std::min(kTokens, job.rows - t0);
   for (std::int64_t t = 0; t < tn; ++t) {
-    std::memcpy(job.y + (t0 + t) * job.out + o0, c + t * kOutputs,
-                static_cast<std::size_t>(on) * sizeof(float));
+    std::memcpy(d.y + (t0 + t) * d.stride + d.o0, c + t * kOutputs,
+                static_cast<std::size_t>(d.on) * sizeof(float));
   }
 }
 
@@ -144,22 +171,23 @@ TANDEM_AMX_TARGET void Block(const Job& job, std::int64_t t0, std::int64_t g, Lo
     }
     return;
   }
-  const std::int64_t o0 = g * kOutputs;
-  const std::int64_t y_bytes = job.out * static_cast<std::int64_t>(sizeof(float));
+  const Dest d0 = DestOf(job, g);
+  const Dest d1 = NW == 2 ? DestOf(job, g + 1) : d0;
   alignas(64) float c[kTokens * kOutputs];
-  // Whole tiles go straight to y, edge tiles through c. (A macro: GCC's tile intrinsics take the
-  // tile's number as a literal.)
-#define TANDEM_AMX_STORE(tile, tt, oo)                                    \
-  if ((tt) + kTokens <= job.rows && (oo) + kOutputs <= job.out) {         \
-    _tile_stored(tile, job.y + (tt) * job.out + (oo), y_bytes);           \
-  } else {                                                                \
-    _tile_stored(tile, c, kOutputs * static_cast<std::int64_t>(sizeof(float))); \
-    StoreTile(job, tt, oo, c);                                            \
+  // Whole tiles go straight to their destination, edge tiles through c. (A macro: GCC's tile
+  // intrinsics take the tile's number as a literal.)
+#define TANDEM_AMX_STORE(tile, tt, d)                                                    \
+  if ((tt) + kTokens <= job.rows && (d).on == kOutputs) {                                \
+    _tile_stored(tile, (d).y + (tt) * (d).stride + (d).o0,                                \
+                 (d).stride * static_cast<std::int64_t>(sizeof(float)));                  \
+  } else {                                                                               \
+    _tile_stored(tile, c, kOutputs * static_cast<std::int64_t>(sizeof(float)));          \
+    StoreTile(job, tt, d, c);                                                            \
   }
-  TANDEM_AMX_STORE(0, t0, o0);
-  if constexpr (NW == 2) { TANDEM_AMX_STORE(1, t0, o0 + kOutputs); }
-  if constexpr (NX == 2) { TANDEM_AMX_STORE(2, t0 + kTokens, o0); }
-  if constexpr (NX == 2 && NW == 2) { TANDEM_AMX_STORE(3, t0 + kTokens, o0 + kOutputs); }
+  TANDEM_AMX_STORE(0, t0, d0);
+  if constexpr (NW == 2) { TANDEM_AMX_STORE(1, t0, d1); }
+  if constexpr (NX == 2) { TANDEM_AMX_STORE(2, t0 + kTokens, d0); }
+  if constexpr (NX == 2 && NW == 2) { TANDEM_AMX_STORE(3, t0 + kTokens, d1); }
 #undef TANDEM_AMX_STORE
 }
 
@@ -201,11 +229,23 @@ TANDEM_AMX_TARGET void GroupRange(const Job& job, std::int64_t g_begin, std::int
 
 void AmxBf16MatMul(ThreadPool& pool, const float* x, std::int64_t rows, const WeightView& w,
                    float* y) {
-  AmxBf16GatedMatMul(pool, x, rows, w, 0, y);
+  AmxBf16MatMulInto(pool, x, rows, w, 0, {}, {}, y);
 }
 
 void AmxBf16GatedMatMul(ThreadPool& pool, const float* x, std::int64_t rows, const WeightView& w,
                         std::int64_t hidden, float* y) {
+  AmxBf16MatMulInto(pool, x, rows, w, hidden, {}, {}, y);
+}
+
+void AmxBf16StackedMatMul(ThreadPool& pool, const float* x, std::int64_t rows,
+                          const WeightView& w, std::span<const std::int64_t> part_rows,
+                          std::span<float* const> outputs) {
+  AmxBf16MatMulInto(pool, x, rows, w, 0, part_rows, outputs, nullptr);
+}
+
+void AmxBf16MatMulInto(ThreadPool& pool, const float* x, std::int64_t rows, const WeightView& w,
+                       std::int64_t hidden, std::span<const std::int64_t> part_rows,
+                       std::span<float* const> outputs, float* y) {
   if (rows <= 0 || w.rows <= 0) return;
   const std::int64_t chunks = (w.cols + kChunk - 1) / kChunk;
   const std::int64_t stride = chunks * kChunk;
@@ -230,7 +270,9 @@ void AmxBf16GatedMatMul(ThreadPool& pool, const float* x, std::int64_t rows, con
                 .chunks = chunks,
                 .out = w.rows,
                 .y = y,
-                .hidden = hidden};
+                .hidden = hidden,
+                .part_rows = part_rows,
+                .outputs = outputs};
   pool.Run(tasks, [&](int task, int) {
     const std::int64_t u0 = units * task / tasks, u1 = units * (task + 1) / tasks;
     GroupRange(job, 2 * u0, std::min(groups, 2 * u1));

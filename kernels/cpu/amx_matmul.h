@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "isa.h"
 #include "tandem/kernels/dtype.h"
@@ -25,6 +26,16 @@ void AmxBf16MatMul(ThreadPool& pool, const float* x, std::int64_t rows, const We
 // as AmxBf16MatMul over w followed by SiluMul; the pair's products never go to memory).
 void AmxBf16GatedMatMul(ThreadPool& pool, const float* x, std::int64_t rows, const WeightView& w,
                         std::int64_t hidden, float* y);
+// Backend::StackedMatMul on AMX: w = PanelWeight::PackStacked(parts), part i's outputs to
+// outputs[i] ([rows][part_rows[i]]); x is packed once for all parts. The same bits as
+// AmxBf16MatMul of each part.
+void AmxBf16StackedMatMul(ThreadPool& pool, const float* x, std::int64_t rows,
+                          const WeightView& w, std::span<const std::int64_t> part_rows,
+                          std::span<float* const> outputs);
+// The three above: y, or the gated pair's combination (hidden > 0), or the parts' outputs.
+void AmxBf16MatMulInto(ThreadPool& pool, const float* x, std::int64_t rows, const WeightView& w,
+                       std::int64_t hidden, std::span<const std::int64_t> part_rows,
+                       std::span<float* const> outputs, float* y);
 
 TANDEM_KERNELS_ISA_END
 #endif  // TANDEM_SIMD_AVX512

@@ -121,6 +121,14 @@ class FastCpuBackend final : public Backend {
     }
     Backend::GatedMatMul(x, rows, gate_up, hidden, out);
   }
+  void StackedMatMul(const float* x, std::int64_t rows, const WeightView& stacked,
+                     std::span<const std::int64_t> part_rows,
+                     std::span<float* const> outputs) override {
+    if (amx_ && stacked.layout == WeightLayout::kBf16Tiles) {
+      return k_.amx_bf16_stacked_mat_mul(pool_, x, rows, stacked, part_rows, outputs);
+    }
+    Backend::StackedMatMul(x, rows, stacked, part_rows, outputs);
+  }
   void RmsNorm(const float* x, std::int64_t rows, std::int64_t dim, const WeightView& weight,
                float eps, float* y) override {
     // By whole rows: a row's result is the same in any split.

@@ -39,10 +39,12 @@ constinit const KernelTable TANDEM_KERNELS_TABLE = {
 #if defined(TANDEM_KERNELS_BUILD_AVX512)
     .amx_bf16_mat_mul = &AmxBf16MatMul,
     .amx_bf16_gated_mat_mul = &AmxBf16GatedMatMul,
+    .amx_bf16_stacked_mat_mul = &AmxBf16StackedMatMul,
     .amx_gqa_attention = &AmxGqaAttention,
 #else
     .amx_bf16_mat_mul = nullptr,
     .amx_bf16_gated_mat_mul = nullptr,
+    .amx_bf16_stacked_mat_mul = nullptr,
     .amx_gqa_attention = nullptr,
 #endif
 };

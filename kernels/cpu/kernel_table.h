@@ -36,6 +36,10 @@ struct KernelTable {
   // Backend::GatedMatMul on AMX (amx_matmul.h); as amx_bf16_mat_mul.
   void (*amx_bf16_gated_mat_mul)(ThreadPool& pool, const float* x, std::int64_t rows,
                                  const WeightView& w, std::int64_t hidden, float* y);
+  // Backend::StackedMatMul on AMX (amx_matmul.h); as amx_bf16_mat_mul.
+  void (*amx_bf16_stacked_mat_mul)(ThreadPool& pool, const float* x, std::int64_t rows,
+                                   const WeightView& w, std::span<const std::int64_t> part_rows,
+                                   std::span<float* const> outputs);
   // GqaAttention in bf16 products on AMX (amx_attention.h); as amx_bf16_mat_mul.
   void (*amx_gqa_attention)(ThreadPool& pool, std::span<const GqaAttentionParams> batch);
 };

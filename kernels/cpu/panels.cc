@@ -4,6 +4,7 @@
 #include <cstring>
 #include <new>
 #include <stdexcept>
+#include <vector>
 
 namespace tandem::kernels {
 
@@ -72,6 +73,34 @@ PanelWeight PanelWeight::PackGated(const WeightView& gate, const WeightView& up)
   packed.view_.data = packed.storage_.get();
   packed.view_.rows = 2 * groups * kTileGroupRows;
   return packed;
+}
+
+PanelWeight PanelWeight::PackStacked(std::span<const WeightView> parts) {
+  if (parts.empty()) throw std::invalid_argument("nothing to stack");
+  std::vector<PanelWeight> packed;
+  std::size_t bytes = 0;
+  std::int64_t rows = 0;
+  for (const WeightView& part : parts) {
+    if (part.dtype != DType::kBF16 || part.layout != WeightLayout::kRows ||
+        part.cols != parts[0].cols || part.rows <= 0) {
+      throw std::invalid_argument("stacked matrices are row-major bf16 with the same columns");
+    }
+    packed.push_back(Pack(part, WeightLayout::kBf16Tiles));
+    bytes += packed.back().bytes_;
+    rows += (part.rows + kTileGroupRows - 1) / kTileGroupRows * kTileGroupRows;
+  }
+  PanelWeight stacked;
+  stacked.bytes_ = bytes;
+  stacked.storage_.reset(static_cast<std::byte*>(::operator new[](bytes, kPanelAlign)));
+  std::byte* to = stacked.storage_.get();
+  for (const PanelWeight& part : packed) {
+    std::memcpy(to, part.storage_.get(), part.bytes_);
+    to += part.bytes_;
+  }
+  stacked.view_ = packed[0].view_;
+  stacked.view_.data = stacked.storage_.get();
+  stacked.view_.rows = rows;
+  return stacked;
 }
 
 PanelWeight PanelWeight::Pack(const WeightView& rows, WeightLayout layout) {

@@ -192,9 +192,15 @@ void LlamaModel::Layer(int l, std::span<const SequenceChunk> batch,
   kernels::Backend& be = *backend_;
 
   be.RmsNorm(x_.data(), tokens, dim, w.attn_norm, config_.rms_norm_eps, xb_.data());
-  be.MatMul(xb_.data(), tokens, w.wq, q_.data());
-  be.MatMul(xb_.data(), tokens, w.wk, k_.data());
-  be.MatMul(xb_.data(), tokens, w.wv, v_.data());
+  if (!w.w_qkv.empty()) {
+    const std::int64_t part_rows[] = {q_dim_, kv_dim_, kv_dim_};
+    float* const outputs[] = {q_.data(), k_.data(), v_.data()};
+    be.StackedMatMul(xb_.data(), tokens, w.w_qkv, part_rows, outputs);
+  } else {
+    be.MatMul(xb_.data(), tokens, w.wq, q_.data());
+    be.MatMul(xb_.data(), tokens, w.wk, k_.data());
+    be.MatMul(xb_.data(), tokens, w.wv, v_.data());
+  }
   be.Rope(q_.data(), tokens, config_.num_heads, head_dim, head_dim, cos_.data(), sin_.data(),
           config_.rope_layout);
   be.Rope(k_.data(), tokens, config_.num_kv_heads, head_dim, head_dim, cos_.data(), sin_.data(),
@@ -290,7 +296,9 @@ absl::StatusOr<std::unique_ptr<Model>> CreateLlamaModel(LlamaConfig config, Llam
   // row-major for Embed (a tied classifier gets a packed copy of its own).
   internal::PackedWeights packed(*backend);
   for (LlamaLayerWeights& l : weights.layers) {
-    packed.Pack({&l.wq, &l.wk, &l.wv, &l.wo, &l.w_down});
+    packed.Pack({&l.wo, &l.w_down});
+    l.w_qkv = {};
+    if (!packed.PackStacked({l.wq, l.wk, l.wv}, &l.w_qkv)) packed.Pack({&l.wq, &l.wk, &l.wv});
     l.w_gate_up = {};
     if (!packed.PackGated(l.w_gate, l.w_up, &l.w_gate_up)) packed.Pack({&l.w_gate, &l.w_up});
   }

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <span>
 
 namespace tandem::model::internal {
 
@@ -45,6 +46,22 @@ bool PackedWeights::PackGated(const kernels::WeightView& gate, const kernels::We
   Reclaim(gate);
   Reclaim(up);
   *gate_up = packed_.back().view();
+  return true;
+}
+
+bool PackedWeights::PackStacked(std::initializer_list<kernels::WeightView> parts,
+                                kernels::WeightView* stacked) {
+  if (parts.size() == 0) return false;
+  const kernels::WeightView& first = *parts.begin();
+  for (const kernels::WeightView& p : parts) {
+    if (p.empty() || !backend_.fuses_gated_matmul(p.dtype) || p.dtype != first.dtype ||
+        p.cols != first.cols || p.layout != kernels::WeightLayout::kRows) {
+      return false;
+    }
+  }
+  packed_.push_back(kernels::PanelWeight::PackStacked(std::span(parts.begin(), parts.size())));
+  for (const kernels::WeightView& p : parts) Reclaim(p);
+  *stacked = packed_.back().view();
   return true;
 }
 

@@ -26,6 +26,8 @@ class PackedWeights {
   // read again); false and nothing packed otherwise.
   bool PackGated(const kernels::WeightView& gate, const kernels::WeightView& up,
                  kernels::WeightView* gate_up);
+  // Likewise matrices with the same input stacked for Backend::StackedMatMul.
+  bool PackStacked(std::initializer_list<kernels::WeightView> parts, kernels::WeightView* stacked);
   std::vector<kernels::PanelWeight> Take() && { return std::move(packed_); }
 
  private:

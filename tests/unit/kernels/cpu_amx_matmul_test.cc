@@ -280,5 +280,80 @@ TEST(AmxMatMul, GatedPairEqualsTheProductsApartBitForBit) {
   }
 }
 
+// Each part packed as tiles on its own and multiplied apart, against the stack in one call.
+void ExpectStackedEqualsParts(Backend& b, const std::vector<TestWeight>& parts, std::int64_t in,
+                              std::int64_t rows, std::mt19937& rng, const std::string& what) {
+  std::vector<WeightView> views;
+  for (const TestWeight& p : parts) views.push_back(p.view);
+  const PanelWeight stacked = PanelWeight::PackStacked(views);
+  const std::vector<float> x = RandomFloats(rows * in, rng, -2.0f, 2.0f);
+  std::vector<std::vector<float>> got;
+  std::vector<float*> outputs;
+  std::vector<std::int64_t> part_rows;
+  for (const WeightView& v : views) {
+    got.emplace_back(rows * v.rows, NAN);
+    part_rows.push_back(v.rows);
+  }
+  for (auto& g : got) outputs.push_back(g.data());
+  b.StackedMatMul(x.data(), rows, stacked.view(), part_rows, outputs);
+  for (std::size_t i = 0; i < views.size(); ++i) {
+    const PanelWeight alone = PanelWeight::Pack(views[i], WeightLayout::kBf16Tiles);
+    const std::vector<float> want = Multiply(b, x.data(), rows, alone.view());
+    ASSERT_TRUE(BitEqual(want.data(), got[i].data(), want.size()))
+        << what << ": part " << i << ", " << rows << " rows";
+  }
+}
+
+TEST(StackedParts, PackInTurnAndRefuseMismatchedParts) {
+  std::mt19937 rng(29);
+  TestWeight a(20, 40, DType::kBF16, rng), b(7, 40, DType::kBF16, rng);
+  const WeightView views[] = {a.view, b.view};
+  const PanelWeight stacked = PanelWeight::PackStacked(views);
+  EXPECT_EQ(stacked.view().rows, 32 + 16);
+  EXPECT_EQ(stacked.view().At(19, 5), a.view.At(19, 5));
+  EXPECT_EQ(stacked.view().At(25, 5), 0.0f);  // a's padding
+  EXPECT_EQ(stacked.view().At(32 + 6, 39), b.view.At(6, 39));
+  TestWeight other(7, 41, DType::kBF16, rng), f32(7, 40, DType::kF32, rng);
+  const WeightView mismatched[] = {a.view, other.view};
+  EXPECT_THROW(PanelWeight::PackStacked(mismatched), std::invalid_argument);
+  const WeightView wrong_dtype[] = {a.view, f32.view};
+  EXPECT_THROW(PanelWeight::PackStacked(wrong_dtype), std::invalid_argument);
+}
+
+TEST(StackedParts, TheDefaultPathEqualsThePartsApart) {
+  std::mt19937 rng(31);
+  auto plain = CreateCpuBackend({.num_threads = 2});
+  std::vector<TestWeight> parts;
+  parts.emplace_back(20, 40, DType::kBF16, rng);
+  parts.emplace_back(7, 40, DType::kBF16, rng);
+  parts.emplace_back(16, 40, DType::kBF16, rng);
+  for (std::int64_t rows : {1, 5}) {
+    ExpectStackedEqualsParts(*plain, parts, 40, rows, rng, "plain");
+    if (HasFatalFailure()) return;
+  }
+}
+
+// q, k, v-like stacks (parts that are and are not whole groups, a group pair straddling two
+// parts) on AMX: each part's bits as multiplied alone, for any rows and threads.
+TEST(AmxMatMul, StackedPartsEqualThePartsApartBitForBit) {
+  SKIP_WITHOUT_AMX();
+  std::mt19937 rng(37);
+  for (auto shape : std::vector<std::vector<std::int64_t>>{{64, 16, 16}, {20, 7, 33}, {48}}) {
+    for (std::int64_t in : {32, 300, 1100}) {
+      std::vector<TestWeight> parts;
+      for (std::int64_t r : shape) parts.emplace_back(r, in, DType::kBF16, rng);
+      for (int threads : {1, 2, 3}) {
+        auto b = AmxBackend(threads);
+        for (std::int64_t rows : {1, 2, 17, 33, 129}) {
+          ExpectStackedEqualsParts(*b, parts, in, rows, rng,
+                                   std::to_string(in) + " columns, " + std::to_string(threads) +
+                                       " threads");
+          if (HasFatalFailure()) return;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tandem::kernels

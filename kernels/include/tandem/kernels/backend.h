@@ -51,7 +51,7 @@ class Backend {
   // out[r][i] = silu(x[r] . gate[i]) * (x[r] . up[i]) for i < hidden (out: [rows][hidden]): a
   // SwiGLU feed-forward's first half in one call, from `gate_up` = PanelWeight::PackGated(gate, up)
   // (bf16 tiles whose 16-row groups alternate gate and up). Models pack the pair and call this only
-  // where fuses_gated_matmul(dtype) says so. This default runs MatMul over the pair and SiluMul
+  // where fuses_gated_matmul(dtype) says so (it also covers StackedMatMul). This default runs MatMul over the pair and SiluMul
   // over each group, so a backend that fuses the two must give the same bits.
   virtual bool fuses_gated_matmul(DType dtype) const {
     (void)dtype;
@@ -70,6 +70,27 @@ class Backend {
       }
     }
     Free(both);
+  }
+  // outputs[i][r][o] = x[r] . part_i[o] for o < part_rows[i]: several matrices with the same input
+  // (a layer's q, k and v projections) in one call, from `stacked` = PanelWeight::PackStacked
+  // (the parts' 16-row groups one after the other), so that x is prepared once. Models pack and
+  // call it only where fuses_gated_matmul(dtype) says so. This default runs MatMul over the stack
+  // and copies each part's columns out: a backend that writes the parts directly must give the
+  // same bits.
+  virtual void StackedMatMul(const float* x, std::int64_t rows, const WeightView& stacked,
+                             std::span<const std::int64_t> part_rows,
+                             std::span<float* const> outputs) {
+    const std::int64_t width = stacked.rows;
+    float* all = AllocateFloats(static_cast<std::size_t>(rows * width));
+    MatMul(x, rows, stacked, all);
+    std::int64_t first = 0;
+    for (std::size_t i = 0; i < part_rows.size(); ++i) {
+      for (std::int64_t r = 0; r < rows; ++r) {
+        std::copy_n(all + r * width + first, part_rows[i], outputs[i] + r * part_rows[i]);
+      }
+      first += (part_rows[i] + kTileGroupRows - 1) / kTileGroupRows * kTileGroupRows;
+    }
+    Free(all);
   }
   // y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight   (x and y may alias)
   virtual void RmsNorm(const float* x, std::int64_t rows, std::int64_t dim, const WeightView& weight,

@@ -8,6 +8,7 @@
 //    AMX MatMul (CpuBackendOptions::bf16_matmul) reads, padded to whole 16 x 32 blocks.
 #include <cstddef>
 #include <memory>
+#include <span>
 
 #include "tandem/kernels/dtype.h"
 
@@ -22,6 +23,10 @@ class PanelWeight {
   // 16-row groups and up's in turn (gate 0, up 0, gate 1, ...), each padded with zero rows to a
   // whole group, so the view has 2 x 16 x ceil(rows / 16) rows. std::invalid_argument otherwise.
   static PanelWeight PackGated(const WeightView& gate, const WeightView& up);
+  // Row-major bf16 matrices with the same columns stacked as one kBf16Tiles weight for
+  // Backend::StackedMatMul: each part's 16-row groups in turn, each part padded with zero rows to
+  // whole groups. std::invalid_argument otherwise.
+  static PanelWeight PackStacked(std::span<const WeightView> parts);
 
   PanelWeight(PanelWeight&&) noexcept = default;
   PanelWeight& operator=(PanelWeight&&) noexcept = default;

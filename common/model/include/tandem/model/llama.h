@@ -43,6 +43,8 @@ struct LlamaLayerWeights {
   // Set at load where the backend fuses gate and up (Backend::GatedMatMul); w_gate and w_up are
   // then not read.
   kernels::WeightView w_gate_up;
+  // Likewise wq, wk and wv stacked for Backend::StackedMatMul.
+  kernels::WeightView w_qkv;
 };
 
 struct LlamaWeights {
