@@ -113,7 +113,7 @@ class FastCpuBackend final : public Backend {
     if (w.layout == WeightLayout::kBf16Tiles) return TilesMatMul(x, rows, w, y);
     k_.mat_mul(pool_, x, rows, w, y);
   }
-  bool fuses_gated_matmul(DType dtype) const override { return amx_ && dtype == DType::kBF16; }
+  bool fuses_matmuls(DType dtype) const override { return amx_ && dtype == DType::kBF16; }
   void GatedMatMul(const float* x, std::int64_t rows, const WeightView& gate_up,
                    std::int64_t hidden, float* out) override {
     if (amx_ && gate_up.layout == WeightLayout::kBf16Tiles) {

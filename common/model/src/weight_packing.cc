@@ -37,7 +37,7 @@ void PackedWeights::Pack(kernels::WeightView& w) {
 
 bool PackedWeights::PackGated(const kernels::WeightView& gate, const kernels::WeightView& up,
                               kernels::WeightView* gate_up) {
-  if (gate.empty() || !backend_.fuses_gated_matmul(gate.dtype) || up.dtype != gate.dtype ||
+  if (gate.empty() || !backend_.fuses_matmuls(gate.dtype) || up.dtype != gate.dtype ||
       gate.rows != up.rows || gate.cols != up.cols || gate.layout != kernels::WeightLayout::kRows ||
       up.layout != kernels::WeightLayout::kRows) {
     return false;
@@ -54,7 +54,7 @@ bool PackedWeights::PackStacked(std::initializer_list<kernels::WeightView> parts
   if (parts.size() == 0) return false;
   const kernels::WeightView& first = *parts.begin();
   for (const kernels::WeightView& p : parts) {
-    if (p.empty() || !backend_.fuses_gated_matmul(p.dtype) || p.dtype != first.dtype ||
+    if (p.empty() || !backend_.fuses_matmuls(p.dtype) || p.dtype != first.dtype ||
         p.cols != first.cols || p.layout != kernels::WeightLayout::kRows) {
       return false;
     }

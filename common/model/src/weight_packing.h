@@ -21,7 +21,7 @@ class PackedWeights {
   void Pack(std::initializer_list<kernels::WeightView*> ws) {
     for (kernels::WeightView* w : ws) Pack(*w);
   }
-  // Where the backend fuses a SwiGLU pair (Backend::fuses_gated_matmul), packs gate and up as one
+  // Where the backend fuses a SwiGLU pair (Backend::fuses_matmuls), packs gate and up as one
   // weight for Backend::GatedMatMul into *gate_up and returns true (gate and up are then not
   // read again); false and nothing packed otherwise.
   bool PackGated(const kernels::WeightView& gate, const kernels::WeightView& up,

@@ -240,7 +240,7 @@ TEST(GatedPair, PacksGroupsInTurnAndRefusesMismatchedPairs) {
 TEST(GatedPair, TheDefaultPathEqualsTheProductsApart) {
   std::mt19937 rng(19);
   auto plain = CreateCpuBackend({.num_threads = 2});
-  EXPECT_FALSE(plain->fuses_gated_matmul(DType::kBF16));
+  EXPECT_FALSE(plain->fuses_matmuls(DType::kBF16));
   for (auto [hidden, in] : {std::pair<std::int64_t, std::int64_t>{16, 32}, {21, 40}}) {
     TestWeight gate(hidden, in, DType::kBF16, rng), up(hidden, in, DType::kBF16, rng);
     const PanelWeight pair = PanelWeight::PackGated(gate.view, up.view);
@@ -261,8 +261,8 @@ TEST(AmxMatMul, GatedPairEqualsTheProductsApartBitForBit) {
   SKIP_WITHOUT_AMX();
   std::mt19937 rng(23);
   auto amx = AmxBackend(2);
-  EXPECT_TRUE(amx->fuses_gated_matmul(DType::kBF16));
-  EXPECT_FALSE(amx->fuses_gated_matmul(DType::kF32));
+  EXPECT_TRUE(amx->fuses_matmuls(DType::kBF16));
+  EXPECT_FALSE(amx->fuses_matmuls(DType::kF32));
   for (auto [hidden, in] : {std::pair<std::int64_t, std::int64_t>{16, 32}, {17, 33},
                             {70, 300}, {48, 1000}, {40, 4100}}) {
     TestWeight gate(hidden, in, DType::kBF16, rng), up(hidden, in, DType::kBF16, rng);

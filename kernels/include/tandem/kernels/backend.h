@@ -50,10 +50,12 @@ class Backend {
   }
   // out[r][i] = silu(x[r] . gate[i]) * (x[r] . up[i]) for i < hidden (out: [rows][hidden]): a
   // SwiGLU feed-forward's first half in one call, from `gate_up` = PanelWeight::PackGated(gate, up)
-  // (bf16 tiles whose 16-row groups alternate gate and up). Models pack the pair and call this only
-  // where fuses_gated_matmul(dtype) says so (it also covers StackedMatMul). This default runs MatMul over the pair and SiluMul
-  // over each group, so a backend that fuses the two must give the same bits.
-  virtual bool fuses_gated_matmul(DType dtype) const {
+  // (bf16 tiles whose 16-row groups alternate gate and up). This default runs MatMul over the pair
+  // and SiluMul over each group, so a backend that fuses the two must give the same bits.
+  //
+  // fuses_matmuls(dtype): whether GatedMatMul and StackedMatMul run fused for weights of `dtype`;
+  // models pack gated pairs and stacks only where it says so.
+  virtual bool fuses_matmuls(DType dtype) const {
     (void)dtype;
     return false;
   }
@@ -74,7 +76,7 @@ class Backend {
   // outputs[i][r][o] = x[r] . part_i[o] for o < part_rows[i]: several matrices with the same input
   // (a layer's q, k and v projections) in one call, from `stacked` = PanelWeight::PackStacked
   // (the parts' 16-row groups one after the other), so that x is prepared once. Models pack and
-  // call it only where fuses_gated_matmul(dtype) says so. This default runs MatMul over the stack
+  // call it only where fuses_matmuls(dtype) says so. This default runs MatMul over the stack
   // and copies each part's columns out: a backend that writes the parts directly must give the
   // same bits.
   virtual void StackedMatMul(const float* x, std::int64_t rows, const WeightView& stacked,
