@@ -79,7 +79,7 @@ TANDEM_AMX_TARGET void PackCache(const GqaAttentionParams& p, const Shape& s, in
     const float* v1 = t + 1 < ctx ? p.kv.TokenRow(t + 1) + p.v_offset + head : nullptr;
     for (int d = 0; d < s.dim_tiles; ++d) {
       const int n = std::min(kDimTile, s.hd - d * kDimTile);
-      const __mmask16 m = static_cast<__mmask16>(n >= 16 ? 0xffff : (1u << n) - 1);
+      const __mmask16 m = FirstLanes(n);
       const __m512 a = _mm512_maskz_loadu_ps(m, v0 + d * kDimTile);
       const __m512 b = v1 != nullptr ? _mm512_maskz_loadu_ps(m, v1 + d * kDimTile)
                                      : _mm512_setzero_ps();
@@ -97,7 +97,7 @@ TANDEM_AMX_TARGET void PackCache(const GqaAttentionParams& p, const Shape& s, in
 TANDEM_AMX_TARGET inline void Scale(float* a, int n, float scale) {
   const __m512 by = _mm512_set1_ps(scale);
   for (int t = 0; t < n; t += 16) {
-    const __mmask16 m = static_cast<__mmask16>(n - t >= 16 ? 0xffff : (1u << (n - t)) - 1);
+    const __mmask16 m = FirstLanes(n - t);
     _mm512_mask_storeu_ps(a + t, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, a + t), by));
   }
 }
@@ -161,14 +161,7 @@ TANDEM_AMX_TARGET void RowTile(const GqaAttentionParams& p, const Shape& s, int 
       // Normalised and rounded in one pass: bf16(a * inv), as two passes would give.
       const __m512 by = _mm512_set1_ps(inv);
       for (int t = 0; t < ctx; t += kPairs) {
-        const int n = std::min(kPairs, ctx - t);
-        const __mmask16 lo = static_cast<__mmask16>(n >= 16 ? 0xffff : (1u << n) - 1);
-        const __mmask16 hi =
-            static_cast<__mmask16>(n >= 32 ? 0xffff : n > 16 ? (1u << (n - 16)) - 1 : 0);
-        const __m512bh v = _mm512_cvtne2ps_pbh(
-            _mm512_mul_ps(_mm512_maskz_loadu_ps(hi, a + t + 16), by),
-            _mm512_mul_ps(_mm512_maskz_loadu_ps(lo, a + t), by));
-        _mm512_storeu_si512(prob + t, reinterpret_cast<const __m512i&>(v));
+        _mm512_storeu_si512(prob + t, ScaledBf16x32(a + t, std::min(kPairs, ctx - t), by));
       }
     }
     // Past the row's own positions, weight exactly 0 up to the tile's padded end.

@@ -86,7 +86,7 @@ TANDEM_AMX_TARGET inline void StoreGated(const Job& job, std::int64_t t0, std::i
                                          const float* gate, const float* up) {
   const std::int64_t o0 = g / 2 * kOutputs;
   const std::int64_t on = std::min(kOutputs, job.hidden - o0);
-  const __mmask16 m = static_cast<__mmask16>(on >= 16 ? 0xffff : (1u << on) - 1);
+  const __mmask16 m = FirstLanes(on);
   const V16f one = SplatV(1.0f);
   for (std::int64_t t = 0; t < kTokens && t0 + t < job.rows; ++t) {
     const V16f gv = LoadV(gate + t * kOutputs);

@@ -4,7 +4,6 @@
 #include <cstring>
 #include <new>
 #include <stdexcept>
-#include <vector>
 
 namespace tandem::kernels {
 
@@ -25,24 +24,30 @@ void Scatter(const std::byte* src, std::int64_t rows, std::int64_t cols, std::by
   }
 }
 
-// Element (r, c) goes where WeightView::Index puts it; the padding stays zero, so that padded
-// products are 0 x 0 and every sum stays finite. Whole column pairs move as one 32-bit word:
-// within a row group, pair p of every row sits in tile row p (the blocks of 16 pairs follow each
-// other), 16 pairs apart, so a large checkpoint packs at memory speed rather than an index
-// computation per element.
+// Element (r, c) goes where WeightView::Index puts it, with row group g at to + g x group_stride
+// (a matrix packed alone has its groups back to back; a gated pair's are interleaved); the padding
+// stays zero, so that padded products are 0 x 0 and every sum stays finite. Whole column pairs
+// move as one 32-bit word: within a row group, pair p of every row sits in tile row p (the blocks
+// of 16 pairs follow each other), 16 pairs apart, so a large checkpoint packs at memory speed
+// rather than an index computation per element. An odd last column is the low half of its pair.
 void ScatterTiles(const std::uint16_t* from, std::int64_t rows, std::int64_t cols,
-                  const WeightView& packed, std::uint16_t* to) {
-  const std::int64_t chunks = (cols + kTileChunkCols - 1) / kTileChunkCols;
+                  std::int64_t group_stride, std::uint16_t* to) {
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::uint16_t* row = from + r * cols;
-    std::uint16_t* group = to + r / kTileGroupRows * chunks * kTileGroupRows * kTileChunkCols +
-                           r % kTileGroupRows * 2;
+    std::uint16_t* group = to + r / kTileGroupRows * group_stride + r % kTileGroupRows * 2;
     for (std::int64_t p = 0; p < cols / 2; ++p) {
       std::memcpy(group + p * 2 * kTileGroupRows, row + 2 * p, 2 * sizeof(std::uint16_t));
     }
-    if (cols % 2 != 0) to[packed.Index(r, cols - 1)] = row[cols - 1];
+    if (cols % 2 != 0) group[cols / 2 * 2 * kTileGroupRows] = row[cols - 1];
   }
 }
+
+// bf16 elements of one packed row group of a matrix with `cols` columns.
+std::int64_t TileGroupElems(std::int64_t cols) {
+  return (cols + kTileChunkCols - 1) / kTileChunkCols * kTileGroupRows * kTileChunkCols;
+}
+
+std::int64_t TileGroups(std::int64_t rows) { return (rows + kTileGroupRows - 1) / kTileGroupRows; }
 
 }  // namespace
 
@@ -50,56 +55,55 @@ void PanelWeight::FreeAligned::operator()(std::byte* p) const {
   ::operator delete[](p, kPanelAlign);
 }
 
+PanelWeight PanelWeight::ZeroTiles(const WeightView& like, std::int64_t rows,
+                                   std::int64_t groups) {
+  PanelWeight packed;
+  packed.bytes_ = static_cast<std::size_t>(groups * TileGroupElems(like.cols)) *
+                  sizeof(std::uint16_t);
+  packed.storage_.reset(static_cast<std::byte*>(::operator new[](packed.bytes_, kPanelAlign)));
+  std::memset(packed.storage_.get(), 0, packed.bytes_);
+  packed.view_ = like;
+  packed.view_.data = packed.storage_.get();
+  packed.view_.layout = WeightLayout::kBf16Tiles;
+  packed.view_.rows = rows;
+  return packed;
+}
+
+std::uint16_t* PanelWeight::tiles() { return reinterpret_cast<std::uint16_t*>(storage_.get()); }
+
 PanelWeight PanelWeight::PackGated(const WeightView& gate, const WeightView& up) {
   if (gate.dtype != DType::kBF16 || up.dtype != DType::kBF16 || gate.rows != up.rows ||
       gate.cols != up.cols || gate.layout != WeightLayout::kRows ||
       up.layout != WeightLayout::kRows) {
     throw std::invalid_argument("a gated pair is two row-major bf16 matrices of one shape");
   }
-  const PanelWeight g = Pack(gate, WeightLayout::kBf16Tiles);
-  const PanelWeight u = Pack(up, WeightLayout::kBf16Tiles);
-  const std::int64_t groups = (gate.rows + kTileGroupRows - 1) / kTileGroupRows;
-  const std::size_t group_bytes = g.bytes_ / static_cast<std::size_t>(groups);
-  PanelWeight packed;
-  packed.bytes_ = 2 * g.bytes_;
-  packed.storage_.reset(static_cast<std::byte*>(::operator new[](packed.bytes_, kPanelAlign)));
-  for (std::int64_t i = 0; i < groups; ++i) {
-    std::memcpy(packed.storage_.get() + 2 * i * group_bytes, g.storage_.get() + i * group_bytes,
-                group_bytes);
-    std::memcpy(packed.storage_.get() + (2 * i + 1) * group_bytes,
-                u.storage_.get() + i * group_bytes, group_bytes);
-  }
-  packed.view_ = g.view_;
-  packed.view_.data = packed.storage_.get();
-  packed.view_.rows = 2 * groups * kTileGroupRows;
+  const std::int64_t groups = TileGroups(gate.rows), group_elems = TileGroupElems(gate.cols);
+  PanelWeight packed = ZeroTiles(gate, 2 * groups * kTileGroupRows, 2 * groups);
+  ScatterTiles(static_cast<const std::uint16_t*>(gate.data), gate.rows, gate.cols,
+               2 * group_elems, packed.tiles());
+  ScatterTiles(static_cast<const std::uint16_t*>(up.data), up.rows, up.cols, 2 * group_elems,
+               packed.tiles() + group_elems);
   return packed;
 }
 
 PanelWeight PanelWeight::PackStacked(std::span<const WeightView> parts) {
   if (parts.empty()) throw std::invalid_argument("nothing to stack");
-  std::vector<PanelWeight> packed;
-  std::size_t bytes = 0;
-  std::int64_t rows = 0;
+  std::int64_t groups = 0;
   for (const WeightView& part : parts) {
     if (part.dtype != DType::kBF16 || part.layout != WeightLayout::kRows ||
         part.cols != parts[0].cols || part.rows <= 0) {
       throw std::invalid_argument("stacked matrices are row-major bf16 with the same columns");
     }
-    packed.push_back(Pack(part, WeightLayout::kBf16Tiles));
-    bytes += packed.back().bytes_;
-    rows += (part.rows + kTileGroupRows - 1) / kTileGroupRows * kTileGroupRows;
+    groups += TileGroups(part.rows);
   }
-  PanelWeight stacked;
-  stacked.bytes_ = bytes;
-  stacked.storage_.reset(static_cast<std::byte*>(::operator new[](bytes, kPanelAlign)));
-  std::byte* to = stacked.storage_.get();
-  for (const PanelWeight& part : packed) {
-    std::memcpy(to, part.storage_.get(), part.bytes_);
-    to += part.bytes_;
+  const std::int64_t group_elems = TileGroupElems(parts[0].cols);
+  PanelWeight stacked = ZeroTiles(parts[0], groups * kTileGroupRows, groups);
+  std::uint16_t* to = stacked.tiles();
+  for (const WeightView& part : parts) {
+    ScatterTiles(static_cast<const std::uint16_t*>(part.data), part.rows, part.cols, group_elems,
+                 to);
+    to += TileGroups(part.rows) * group_elems;
   }
-  stacked.view_ = packed[0].view_;
-  stacked.view_.data = stacked.storage_.get();
-  stacked.view_.rows = rows;
   return stacked;
 }
 
@@ -110,17 +114,9 @@ PanelWeight PanelWeight::Pack(const WeightView& rows, WeightLayout layout) {
     if (rows.dtype != DType::kBF16) {
       throw std::invalid_argument("bf16 tiles hold bf16 weights only");
     }
-    const std::int64_t groups = (rows.rows + kTileGroupRows - 1) / kTileGroupRows;
-    const std::int64_t chunks = (rows.cols + kTileChunkCols - 1) / kTileChunkCols;
-    packed.bytes_ = static_cast<std::size_t>(groups * chunks * kTileGroupRows * kTileChunkCols) *
-                    elem;
-    packed.storage_.reset(static_cast<std::byte*>(::operator new[](packed.bytes_, kPanelAlign)));
-    std::memset(packed.storage_.get(), 0, packed.bytes_);
-    packed.view_ = rows;
-    packed.view_.data = packed.storage_.get();
-    packed.view_.layout = layout;
-    ScatterTiles(static_cast<const std::uint16_t*>(rows.data), rows.rows, rows.cols, packed.view_,
-                 reinterpret_cast<std::uint16_t*>(packed.storage_.get()));
+    packed = ZeroTiles(rows, rows.rows, TileGroups(rows.rows));
+    ScatterTiles(static_cast<const std::uint16_t*>(rows.data), rows.rows, rows.cols,
+                 TileGroupElems(rows.cols), packed.tiles());
     return packed;
   }
   const std::int64_t panels = (rows.rows + kPanelRows - 1) / kPanelRows;

@@ -7,6 +7,7 @@
 //  - bf16 tiles (WeightLayout::kBf16Tiles, bf16 weights only), AMX's tile operand layout, which the
 //    AMX MatMul (CpuBackendOptions::bf16_matmul) reads, padded to whole 16 x 32 blocks.
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <span>
 
@@ -36,6 +37,9 @@ class PanelWeight {
 
  private:
   PanelWeight() = default;
+  // Zeroed bf16 tiles for `groups` row groups of like.cols columns, viewed as `rows` rows.
+  static PanelWeight ZeroTiles(const WeightView& like, std::int64_t rows, std::int64_t groups);
+  std::uint16_t* tiles();
   struct FreeAligned {
     void operator()(std::byte* p) const;
   };
