@@ -131,32 +131,27 @@ class FastCpuBackend final : public Backend {
   }
   void RmsNorm(const float* x, std::int64_t rows, std::int64_t dim, const WeightView& weight,
                float eps, float* y) override {
-    // By whole rows: a row's result is the same in any split.
-    const int tasks = ElementwiseTasks(rows * dim, rows);
-    if (tasks <= 1) return k_.rms_norm(x, rows, dim, weight, eps, y);
-    pool_.Run(tasks, [&](int task, int) {
-      const std::int64_t r0 = rows * task / tasks, r1 = rows * (task + 1) / tasks;
+    ByRows(rows, dim, [&](std::int64_t r0, std::int64_t r1) {
       k_.rms_norm(x + r0 * dim, r1 - r0, dim, weight, eps, y + r0 * dim);
     });
   }
   void SiluMul(const float* gate, const float* up, std::int64_t rows, std::int64_t hidden,
                float* out) override {
-    // By 16-float chunks (an element's operations do not depend on where the call starts).
-    const std::int64_t n = rows * hidden, chunks = (n + 15) / 16;
-    const int tasks = ElementwiseTasks(n, chunks);
-    if (tasks <= 1) return k_.silu_mul(gate, up, n, out);
-    pool_.Run(tasks, [&](int task, int) {
-      const std::int64_t i0 = chunks * task / tasks * 16;
-      const std::int64_t i1 = std::min(n, chunks * (task + 1) / tasks * 16);
+    ByChunks(rows * hidden, [&](std::int64_t i0, std::int64_t i1) {
       k_.silu_mul(gate + i0, up + i0, i1 - i0, out + i0);
     });
   }
   void Axpy(float alpha, const float* x, std::int64_t n, float* y) override {
-    k_.axpy(alpha, x, n, y);
+    ByChunks(n, [&](std::int64_t i0, std::int64_t i1) { k_.axpy(alpha, x + i0, i1 - i0, y + i0); });
   }
   void Rope(float* x, std::int64_t rows, int n_heads, int head_stride, int rope_dim,
             const float* cos, const float* sin, RopeLayout layout) override {
-    k_.rope(x, rows, n_heads, head_stride, rope_dim, cos, sin, layout);
+    const std::int64_t row_floats = static_cast<std::int64_t>(n_heads) * head_stride;
+    const std::int64_t half = rope_dim / 2;
+    ByRows(rows, row_floats, [&](std::int64_t r0, std::int64_t r1) {
+      k_.rope(x + r0 * row_floats, r1 - r0, n_heads, head_stride, rope_dim, cos + r0 * half,
+              sin + r0 * half, layout);
+    });
   }
   void Embed(const WeightView& table, const std::int32_t* ids, std::int64_t rows,
              float* out) override {
@@ -168,13 +163,18 @@ class FastCpuBackend final : public Backend {
   }
   void LayerNorm(const float* x, std::int64_t rows, std::int64_t dim, const WeightView& weight,
                  const WeightView& bias, float eps, float* y) override {
-    k_.layer_norm(x, rows, dim, weight, bias, eps, y);
+    ByRows(rows, dim, [&](std::int64_t r0, std::int64_t r1) {
+      k_.layer_norm(x + r0 * dim, r1 - r0, dim, weight, bias, eps, y + r0 * dim);
+    });
   }
   void Gelu(const float* x, std::int64_t n, GeluForm form, float* out) override {
-    k_.gelu(x, n, form, out);
+    ByChunks(n,
+             [&](std::int64_t i0, std::int64_t i1) { k_.gelu(x + i0, i1 - i0, form, out + i0); });
   }
   void AddBias(float* y, std::int64_t rows, const WeightView& bias) override {
-    k_.add_bias(y, rows, bias);
+    ByRows(rows, bias.cols, [&](std::int64_t r0, std::int64_t r1) {
+      k_.add_bias(y + r0 * bias.cols, r1 - r0, bias);
+    });
   }
   void FullAttention(const FullAttentionParams& p) override { k_.full_attention(pool_, p); }
   void GqaAttentionBatch(std::span<const GqaAttentionParams> batch) override {
@@ -193,6 +193,25 @@ class FastCpuBackend final : public Backend {
   int ElementwiseTasks(std::int64_t elements, std::int64_t units) const {
     if (elements < kParallelElements || pool_.size() <= 1) return 1;
     return static_cast<int>(std::min<std::int64_t>(units, pool_.size()));
+  }
+  // run(r0, r1) over rows [0, rows) of row_floats elements, split over the pool by whole rows:
+  // a row's result is the same in any split.
+  template <typename Run>
+  void ByRows(std::int64_t rows, std::int64_t row_floats, const Run& run) {
+    const int tasks = ElementwiseTasks(rows * row_floats, rows);
+    if (tasks <= 1) return run(0, rows);
+    pool_.Run(tasks, [&](int task, int) { run(rows * task / tasks, rows * (task + 1) / tasks); });
+  }
+  // run(i0, i1) over elements [0, n), split by 16-float chunks: an element's operations do not
+  // depend on where its call starts, as long as the vector lanes stay where they were.
+  template <typename Run>
+  void ByChunks(std::int64_t n, const Run& run) {
+    const std::int64_t chunks = (n + 15) / 16;
+    const int tasks = ElementwiseTasks(n, chunks);
+    if (tasks <= 1) return run(0, n);
+    pool_.Run(tasks, [&](int task, int) {
+      run(chunks * task / tasks * 16, std::min(n, chunks * (task + 1) / tasks * 16));
+    });
   }
 
   // A backend created without AMX never asks for bf16 tiles; one handed them anyway gets the
