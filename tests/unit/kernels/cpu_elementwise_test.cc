@@ -124,6 +124,95 @@ TEST_P(CpuElementwise, RopeMatchesReferenceInBothLayouts) {
   }
 }
 
+// Calls large enough for the backend to split them over its threads (>= 64Ki elements) give each
+// row exactly what a call for that row alone gives: the splits fall on rows, or on 16-float
+// chunks of the flat array, and every piece gets its own rows' operands.
+TEST_P(CpuElementwise, SplitCallsEqualOneRowAtATime) {
+  constexpr std::int64_t kRows = 401, kHidden = 173;  // 69373 elements; rows start mid-chunk
+  const std::int64_t n = kRows * kHidden;
+  const std::vector<float> x = RandomFloats(n, rng_, -4.0f, 4.0f);
+  const std::vector<float> y0 = RandomFloats(n, rng_);
+  TestWeight scale(1, kHidden, DType::kF32, rng_), bias(1, kHidden, DType::kBF16, rng_);
+  auto row_of = [&](const std::vector<float>& v, std::int64_t r) {
+    return std::vector<float>(v.begin() + r * kHidden, v.begin() + (r + 1) * kHidden);
+  };
+  auto expect_rows = [&](const std::vector<float>& whole, auto&& one_row, const char* op) {
+    for (std::int64_t r = 0; r < kRows; ++r) {
+      const std::vector<float> alone = one_row(r);
+      ASSERT_TRUE(testing::BitEqual(alone.data(), whole.data() + r * kHidden, kHidden))
+          << op << ": row " << r << " of " << kRows;
+    }
+  };
+
+  std::vector<float> axpy = y0;
+  fast_->Axpy(-0.37f, x.data(), n, axpy.data());
+  expect_rows(
+      axpy,
+      [&](std::int64_t r) {
+        std::vector<float> y = row_of(y0, r);
+        fast_->Axpy(-0.37f, row_of(x, r).data(), kHidden, y.data());
+        return y;
+      },
+      "Axpy");
+
+  for (GeluForm form : {GeluForm::kErf, GeluForm::kTanh}) {
+    std::vector<float> gelu(n);
+    fast_->Gelu(x.data(), n, form, gelu.data());
+    expect_rows(
+        gelu,
+        [&](std::int64_t r) {
+          std::vector<float> y(kHidden);
+          fast_->Gelu(row_of(x, r).data(), kHidden, form, y.data());
+          return y;
+        },
+        "Gelu");
+  }
+
+  std::vector<float> norm(n);
+  fast_->LayerNorm(x.data(), kRows, kHidden, scale.view, bias.view, 1e-5f, norm.data());
+  expect_rows(
+      norm,
+      [&](std::int64_t r) {
+        std::vector<float> y(kHidden);
+        fast_->LayerNorm(row_of(x, r).data(), 1, kHidden, scale.view, bias.view, 1e-5f, y.data());
+        return y;
+      },
+      "LayerNorm");
+
+  std::vector<float> biased = x;
+  fast_->AddBias(biased.data(), kRows, bias.view);
+  expect_rows(
+      biased,
+      [&](std::int64_t r) {
+        std::vector<float> y = row_of(x, r);
+        fast_->AddBias(y.data(), 1, bias.view);
+        return y;
+      },
+      "AddBias");
+
+  // Rope: a row is kHeads heads of kStride floats, with its own cos/sin row.
+  constexpr int kHeads = 5, kStride = 35, kRopeDim = 34;
+  const std::int64_t row_floats = kHeads * kStride;
+  const std::vector<float> q = RandomFloats(kRows * row_floats, rng_);
+  const std::vector<float> angles = RandomFloats(kRows * kRopeDim / 2, rng_, -3.0f, 3.0f);
+  std::vector<float> cos(angles.size()), sin(angles.size());
+  for (std::size_t i = 0; i < angles.size(); ++i) {
+    cos[i] = std::cos(angles[i]);
+    sin[i] = std::sin(angles[i]);
+  }
+  for (RopeLayout layout : {RopeLayout::kInterleaved, RopeLayout::kHalfSplit}) {
+    std::vector<float> whole = q;
+    fast_->Rope(whole.data(), kRows, kHeads, kStride, kRopeDim, cos.data(), sin.data(), layout);
+    for (std::int64_t r = 0; r < kRows; ++r) {
+      std::vector<float> one(q.begin() + r * row_floats, q.begin() + (r + 1) * row_floats);
+      fast_->Rope(one.data(), 1, kHeads, kStride, kRopeDim, cos.data() + r * kRopeDim / 2,
+                  sin.data() + r * kRopeDim / 2, layout);
+      ASSERT_TRUE(testing::BitEqual(one.data(), whole.data() + r * row_floats, row_floats))
+          << "Rope: row " << r << " of " << kRows;
+    }
+  }
+}
+
 TEST_P(CpuElementwise, EmbedMatchesReference) {
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3}) {
     TestWeight table(37, 19, dtype, rng_);
