@@ -18,6 +18,11 @@ cannot load one, its column says why.
 With --amx (CPUs with AMX-BF16), tandem's bf16 checkpoint also runs with --bf16-matmul amx
 (activations rounded to bf16 and multiplied on AMX tiles, the arithmetic of vLLM's and torch's bf16
 path), as its own row "bf16-amx" beside the same llama.cpp and vLLM bf16 figures.
+--isa avx2 (on an AVX-512 machine): what each engine does on an AVX2 + FMA + F16C CPU, measured
+here: tandem's AVX2 kernels (`tandem_llama_bench ... avx2`), llama.cpp built for AVX2 only
+(setup.sh llama-avx2) and vLLM with oneDNN, MKL and ATen capped at AVX2 (ONEDNN_MAX_CPU_ISA,
+MKL_ENABLE_INSTRUCTIONS, ATEN_CPU_CAPABILITY; its own C++ kernels are not capped). Same clock, caches and memory as the
+AVX-512 run, so not an AVX2 machine's figures, but the same comparison.
 vLLM (--vllm): its offline engine, pp = one 512-token prompt with max_tokens 1, tg = 128 tokens
 from a one-token prompt, timed around LLM.generate (so they include its scheduling).
 """
@@ -84,8 +89,10 @@ def gguf(model_dir, dtype):
     return out
 
 
-def llama_bench(path, threads, repeats):
-    exe = PEERS / "llama-build" / "bin" / "llama-bench"
+def llama_bench(path, threads, repeats, isa):
+    exe = PEERS / ("llama-build-avx2" if isa == "avx2" else "llama-build") / "bin" / "llama-bench"
+    if not exe.exists():
+        return None, [f"{exe} missing (tests/perf/peers/setup.sh llama{'-avx2' if isa == 'avx2' else ''})"]
     r = run([exe, "-m", path, "-p", "512", "-n", "128", "-t", threads, "-r", repeats, "-o", "json"],
             timeout=3600)
     if r.returncode != 0:
@@ -96,9 +103,9 @@ def llama_bench(path, threads, repeats):
     return res, None
 
 
-def tandem_bench(build, model_dir, threads, repeats, layout="panels"):
+def tandem_bench(build, model_dir, threads, repeats, isa, layout="panels"):
     exe = Path(build) / "tests" / "perf" / "tandem_llama_bench"
-    r = run([exe, model_dir, threads, 512, 128, repeats, 1, "auto", layout], timeout=3600)
+    r = run([exe, model_dir, threads, 512, 128, repeats, 1, isa, layout], timeout=3600)
     if r.returncode != 0:
         return None, (r.stderr.strip() or r.stdout.strip()).splitlines()[-1]
     res = {}
@@ -109,11 +116,14 @@ def tandem_bench(build, model_dir, threads, repeats, layout="panels"):
     return res, None
 
 
-def vllm_bench(model_dir, dtype, threads, repeats):
+def vllm_bench(model_dir, dtype, threads, repeats, isa):
     if subprocess.run([str(PY), "-c", "import vllm"], capture_output=True).returncode != 0:
         return None, "vllm not installed ($PEERS/venv; tests/perf/peers/setup.sh vllm)"
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="2", VLLM_CPU_OMP_THREADS_BIND=f"0-{threads - 1}",
                VLLM_CPU_NUM_OF_RESERVED_CPU="0", OMP_NUM_THREADS=str(threads))
+    if isa == "avx2":
+        env.update(ONEDNN_MAX_CPU_ISA="AVX2", ATEN_CPU_CAPABILITY="avx2",
+                   MKL_ENABLE_INSTRUCTIONS="AVX2")  # torch's float32 GEMMs go to MKL
     torch_dtype = {"f32": "float32", "bf16": "bfloat16", "f16": "float16"}[dtype]
     r = run([PY, "-c", VLLM_SNIPPET, model_dir, torch_dtype, 512, 128, repeats], timeout=1800,
             env=env)
@@ -139,7 +149,11 @@ def main():
     ap.add_argument("--vllm", action="store_true", help="also vLLM's offline engine (slow start)")
     ap.add_argument("--amx", action="store_true",
                     help="bf16 also with tandem's --bf16-matmul amx (its own row, bf16-amx)")
+    ap.add_argument("--isa", choices=["auto", "avx2"], default="auto",
+                    help="avx2: every engine held to AVX2 + FMA + F16C (see above)")
     a = ap.parse_args()
+    if a.amx and a.isa == "avx2":
+        ap.error("--amx runs beside the AVX-512 kernels, not with --isa avx2")
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     load = os.getloadavg()
     rows, notes = [], []
@@ -149,14 +163,15 @@ def main():
         lc, td, tx, lc_err, td_err, tx_err = {}, {}, {}, None, None, None
         amx = a.amx and dtype == "bf16"
         for _ in range(a.rounds):  # alternating, so a burst of load hits both engines alike
-            l1, lc_err = llama_bench(g, a.threads, a.repeats)
-            t1, td_err = tandem_bench(a.build_dir, model_dir, a.threads, a.repeats)
-            x1, tx_err = (tandem_bench(a.build_dir, model_dir, a.threads, a.repeats, "amx")
+            l1, lc_err = llama_bench(g, a.threads, a.repeats, a.isa)
+            t1, td_err = tandem_bench(a.build_dir, model_dir, a.threads, a.repeats, a.isa)
+            x1, tx_err = (tandem_bench(a.build_dir, model_dir, a.threads, a.repeats, a.isa, "amx")
                           if amx else (None, None))
             for best, new in ((lc, l1), (td, t1), (tx, x1)):
                 for k, x in (new or {}).items():
                     best[k] = max(best.get(k, 0), x)
-        vl, vl_err = vllm_bench(model_dir, dtype, a.threads, a.repeats) if a.vllm else (None, None)
+        vl, vl_err = (vllm_bench(model_dir, dtype, a.threads, a.repeats, a.isa) if a.vllm
+                      else (None, None))
         for name, err in (("llama.cpp", lc_err), ("tandem", td_err), ("tandem amx", tx_err),
                           ("vLLM", vl_err)):
             if err:
@@ -170,7 +185,7 @@ def main():
                 v = (vl or {}).get(test)
                 rows.append((label, "pp512" if test == "pp" else "tg128", t, l, v,
                              t / l if t and l else None, t / v if t and v else None))
-    print(f"\nengine_vs_peers: {started}, {a.threads} threads, best-effort load "
+    print(f"\nengine_vs_peers: {started}, {a.threads} threads, isa {a.isa}, best-effort load "
           f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (1/5/15 min) at start, "
           f"{os.getloadavg()[0]:.2f} at end")
     print(f"{'dtype':8} {'test':6} {'tandem':>8} {'llama.cpp':>9} {'vLLM':>8} "

