@@ -13,6 +13,7 @@
 #include "deepseek_v3_weights.h"
 #include "tandem/base/status_macros.h"
 #include "tandem/model/deepseek_v3.h"
+#include "weight_packing.h"
 
 namespace tandem::model {
 namespace {
@@ -36,11 +37,12 @@ std::vector<float> ToFloats(const WeightView& w) {
 class DeepseekV3ModelImpl final : public DeepseekV3Model {
  public:
   DeepseekV3ModelImpl(DeepseekV3Config config, DeepseekV3Weights weights,
-                      std::vector<MappedFile> storage, const DeepseekV3Options& options,
-                      kernels::Backend* backend)
+                      std::vector<MappedFile> storage, std::vector<kernels::PanelWeight> packed,
+                      const DeepseekV3Options& options, kernels::Backend* backend)
       : cfg_(std::move(config)),
         w_(std::move(weights)),
         storage_(std::move(storage)),
+        packed_(std::move(packed)),
         be_(backend),
         attention_(cfg_, options.mla_absorbed, backend) {
     for (const auto& l : w_.layers) extras_.push_back(MakeExtras(l));
@@ -271,6 +273,7 @@ class DeepseekV3ModelImpl final : public DeepseekV3Model {
   DeepseekV3Config cfg_;
   DeepseekV3Weights w_;
   std::vector<MappedFile> storage_;
+  std::vector<kernels::PanelWeight> packed_;  // what the packed views in w_ point into
   kernels::Backend* be_;
   internal::MlaAttention attention_;  // after cfg_: holds a reference to it
   std::vector<LayerExtras> extras_, mtp_extras_;
@@ -284,8 +287,27 @@ absl::StatusOr<std::unique_ptr<DeepseekV3Model>> CreateDeepseekV3Model(
   if (backend == nullptr) return absl::InvalidArgumentError("no backend");
   TANDEM_RETURN_IF_ERROR(internal::ValidateDeepseekV3Config(config));
   TANDEM_RETURN_IF_ERROR(internal::ValidateDeepseekV3Weights(config, weights));
-  return std::unique_ptr<DeepseekV3Model>(new DeepseekV3ModelImpl(
-      std::move(config), std::move(weights), std::move(storage), options, backend));
+  // The matrices only MatMul reads, in the backend's MatMul layout, packed once here (FP8 too, so
+  // that an FP8 checkpoint keeps its dequantised twin's bits). Not packed: the embedding tables
+  // (Embed), kv_b_proj (sliced per head and folded into the absorbed weights), norms and biases.
+  // A tied classifier gets a packed copy of its own.
+  internal::PackedWeights packed(*backend);
+  auto pack_mlp = [&](DeepseekV3MlpWeights& m) { packed.Pack({&m.gate, &m.up, &m.down}); };
+  auto pack_layer = [&](DeepseekV3LayerWeights& l) {
+    packed.Pack({&l.q_proj, &l.q_a_proj, &l.q_b_proj, &l.kv_a_proj, &l.o_proj, &l.router});
+    pack_mlp(l.dense);
+    pack_mlp(l.shared);
+    for (DeepseekV3MlpWeights& e : l.experts) pack_mlp(e);
+  };
+  for (DeepseekV3LayerWeights& l : weights.layers) pack_layer(l);
+  for (DeepseekV3MtpWeights& m : weights.mtp) {
+    pack_layer(m.block);
+    packed.Pack({&m.eh_proj, &m.head});
+  }
+  packed.Pack(weights.lm_head);
+  return std::unique_ptr<DeepseekV3Model>(
+      new DeepseekV3ModelImpl(std::move(config), std::move(weights), std::move(storage),
+                              std::move(packed).Take(), options, backend));
 }
 
 }  // namespace tandem::model
