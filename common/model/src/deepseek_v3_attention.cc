@@ -32,17 +32,24 @@ void MlaAttention::Forward(const DeepseekV3LayerWeights& l, const MlaAbsorbedWei
   const int qk = cfg_.qk_head_dim(), dv = cfg_.v_head_dim, r = cfg_.kv_lora_rank;
   const int row = r + dr;
   std::vector<float> q(static_cast<std::size_t>(T) * nh * qk);
+  // kv rows are exactly what the cache stores: [normalised latent | rotated rope key].
+  std::vector<float> kv(static_cast<std::size_t>(T) * row);
   if (l.q_proj.empty()) {
     std::vector<float> qa(static_cast<std::size_t>(T) * cfg_.q_lora_rank);
-    be_->MatMul(in, T, l.q_a_proj, qa.data());
+    if (!l.q_kv_a.empty()) {
+      const std::int64_t part_rows[] = {cfg_.q_lora_rank, row};
+      float* const outputs[] = {qa.data(), kv.data()};
+      be_->StackedMatMul(in, T, l.q_kv_a, part_rows, outputs);
+    } else {
+      be_->MatMul(in, T, l.q_a_proj, qa.data());
+      be_->MatMul(in, T, l.kv_a_proj, kv.data());
+    }
     be_->RmsNorm(qa.data(), T, cfg_.q_lora_rank, l.q_a_norm, cfg_.latent_norm_eps, qa.data());
     be_->MatMul(qa.data(), T, l.q_b_proj, q.data());
   } else {
     be_->MatMul(in, T, l.q_proj, q.data());
+    be_->MatMul(in, T, l.kv_a_proj, kv.data());
   }
-  // kv rows are exactly what the cache stores: [normalised latent | rotated rope key].
-  std::vector<float> kv(static_cast<std::size_t>(T) * row);
-  be_->MatMul(in, T, l.kv_a_proj, kv.data());
   for (int t = 0; t < T; ++t) {
     be_->RmsNorm(kv.data() + t * row, 1, r, l.kv_a_norm, cfg_.latent_norm_eps, kv.data() + t * row);
   }

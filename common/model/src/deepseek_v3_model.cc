@@ -227,10 +227,15 @@ class DeepseekV3ModelImpl final : public DeepseekV3Model {
 
   void Mlp(const DeepseekV3MlpWeights& m, const float* in, int rows, float* out) {
     const std::int64_t inter = m.gate.rows;
-    std::vector<float> gate(rows * inter), up(rows * inter);
-    be_->MatMul(in, rows, m.gate, gate.data());
-    be_->MatMul(in, rows, m.up, up.data());
-    be_->SiluMul(gate.data(), up.data(), rows, inter, gate.data());
+    std::vector<float> gate(rows * inter);
+    if (!m.gate_up.empty()) {
+      be_->GatedMatMul(in, rows, m.gate_up, inter, gate.data());
+    } else {
+      std::vector<float> up(rows * inter);
+      be_->MatMul(in, rows, m.gate, gate.data());
+      be_->MatMul(in, rows, m.up, up.data());
+      be_->SiluMul(gate.data(), up.data(), rows, inter, gate.data());
+    }
     be_->MatMul(gate.data(), rows, m.down, out);
   }
 
@@ -292,8 +297,16 @@ absl::StatusOr<std::unique_ptr<DeepseekV3Model>> CreateDeepseekV3Model(
   // (Embed), kv_b_proj (sliced per head and folded into the absorbed weights), norms and biases.
   // A tied classifier gets a packed copy of its own.
   internal::PackedWeights packed(*backend);
-  auto pack_mlp = [&](DeepseekV3MlpWeights& m) { packed.Pack({&m.gate, &m.up, &m.down}); };
+  auto pack_mlp = [&](DeepseekV3MlpWeights& m) {
+    m.gate_up = {};
+    if (!packed.PackGated(m.gate, m.up, &m.gate_up)) packed.Pack({&m.gate, &m.up});
+    packed.Pack(m.down);
+  };
   auto pack_layer = [&](DeepseekV3LayerWeights& l) {
+    l.q_kv_a = {};
+    if (l.q_proj.empty() && packed.PackStacked({l.q_a_proj, l.kv_a_proj}, &l.q_kv_a)) {
+      l.q_a_proj = l.kv_a_proj = {};  // read through q_kv_a only
+    }
     packed.Pack({&l.q_proj, &l.q_a_proj, &l.q_b_proj, &l.kv_a_proj, &l.o_proj, &l.router});
     pack_mlp(l.dense);
     pack_mlp(l.shared);

@@ -1,8 +1,10 @@
-// A bf16 Llama on the CPU backend's AMX MatMul (CpuBackendOptions::bf16_matmul = kAmx): the
-// engine's invariants hold bit for bit (chunked prefill, token-by-token decode and batching never
-// change a sequence's logits), and the logits stay within bf16 rounding of the float32-activation
-// path. The checkpoint is llama_tiny's weights rounded to bf16 (odd sizes: hidden 64, intermediate
-// 112, so the MatMul's partial tiles are on the path). Skips on CPUs without AMX.
+// A bf16 Llama and a bf16 DeepSeek-V3 on the CPU backend's AMX MatMul
+// (CpuBackendOptions::bf16_matmul = kAmx, where both forwards also fuse their gate/up pairs and
+// stack the matrices that share an input): the engine's invariants hold bit for bit (chunked
+// prefill, token-by-token decode and batching never change a sequence's logits), and the logits
+// stay within bf16 rounding of the float32-activation path. The checkpoints are llama_tiny's and
+// deepseek_v3_tiny's weights rounded to bf16 (odd sizes: hidden 64, intermediate 112 or 96, so the
+// MatMul's partial tiles are on the path). Skips on CPUs without AMX.
 #include <cstring>
 #include <iostream>
 #include <filesystem>
@@ -24,12 +26,12 @@ using testing::FixtureDir;
 using testing::TestKv;
 using Json = nlohmann::json;
 
-// llama_tiny with every F32 tensor rounded to BF16 (nearest even), in a temp directory.
-std::string WriteBf16Twin() {
+// A fixture with every F32 tensor rounded to BF16 (nearest even), in a temp directory.
+std::string WriteBf16Twin(const std::string& fixture) {
   namespace fs = std::filesystem;
-  const std::string src = FixtureDir("llama_tiny");
-  const fs::path dst =
-      fs::temp_directory_path() / ("tandem_bf16_twin_" + std::to_string(::getpid()));
+  const std::string src = FixtureDir(fixture);
+  const fs::path dst = fs::temp_directory_path() /
+                       ("tandem_bf16_twin_" + fixture + "_" + std::to_string(::getpid()));
   fs::remove_all(dst);
   fs::create_directories(dst);
   Json config = Json::parse(testing::ReadBytes(src + "/config.json"));
@@ -69,13 +71,13 @@ SequenceChunk WholePrompt(std::span<const std::int32_t> tokens,
   return c;
 }
 
-class AmxBf16Llama : public ::testing::Test {
+class AmxBf16Model : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
     if (!kernels::IsAmxBf16Available()) {
       GTEST_SKIP() << "this CPU (or OS) does not run AMX-BF16, or the build has no AVX-512 kernels";
     }
-    dir_ = WriteBf16Twin();
+    dir_ = WriteBf16Twin(GetParam());
     amx_backend_ = kernels::CreateCpuBackend(
         {.num_threads = 2, .bf16_matmul = kernels::Bf16MatMul::kAmx});
     f32_backend_ = kernels::CreateCpuBackend({.num_threads = 2});
@@ -83,7 +85,7 @@ class AmxBf16Llama : public ::testing::Test {
     f32_ = Load(f32_backend_.get());
     ASSERT_TRUE(amx_ && f32_);
     vocab_ = amx_->config().vocab_size;
-    prompt_ = testing::LoadReference("llama_tiny").prompt;
+    prompt_ = testing::LoadReference(GetParam()).prompt;
     for (int i = 0; prompt_.size() < 40; ++i) prompt_.push_back(3 + (i * 37) % (vocab_ - 3));
   }
   void TearDown() override {
@@ -108,7 +110,7 @@ class AmxBf16Llama : public ::testing::Test {
   std::vector<std::int32_t> prompt_;
 };
 
-TEST_F(AmxBf16Llama, ChunkedPrefillAndDecodeKeepEveryBit) {
+TEST_P(AmxBf16Model, ChunkedPrefillAndDecodeKeepEveryBit) {
   ASSERT_EQ(amx_backend_->name(), "cpu-avx512-amx");
   const int n = static_cast<int>(prompt_.size());
   const std::vector<float> whole = Run(*amx_, {n});
@@ -117,7 +119,7 @@ TEST_F(AmxBf16Llama, ChunkedPrefillAndDecodeKeepEveryBit) {
   EXPECT_EQ(Run(*amx_, std::vector<int>(n, 1)), whole);
 }
 
-TEST_F(AmxBf16Llama, BatchedSequencesMatchEachRunAlone) {
+TEST_P(AmxBf16Model, BatchedSequencesMatchEachRunAlone) {
   const std::vector<std::int32_t> other(prompt_.rbegin(), prompt_.rbegin() + 23);
   auto alone = [&](const std::vector<std::int32_t>& tokens) {
     TestKv kv(amx_->kv_layout(), 16);
@@ -144,7 +146,7 @@ TEST_F(AmxBf16Llama, BatchedSequencesMatchEachRunAlone) {
 // bf16 activations move the logits by bf16 rounding, not more; and they do move them (the mode is
 // in effect). Bound: the error measured on this fixture (7.6e-3 of the row's largest logit) with
 // headroom.
-TEST_F(AmxBf16Llama, WithinBf16RoundingOfFloat32Activations) {
+TEST_P(AmxBf16Model, WithinBf16RoundingOfFloat32Activations) {
   const int n = static_cast<int>(prompt_.size());
   const std::vector<float> amx = Run(*amx_, {n});
   const std::vector<float> f32 = Run(*f32_, {n});
@@ -159,6 +161,10 @@ TEST_F(AmxBf16Llama, WithinBf16RoundingOfFloat32Activations) {
             << "\n";
   EXPECT_LT(worst, 2e-2);
 }
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, AmxBf16Model,
+                         ::testing::Values("llama_tiny", "deepseek_v3_tiny"),
+                         [](const auto& info) { return std::string(info.param); });
 
 }  // namespace
 }  // namespace tandem::model

@@ -48,6 +48,9 @@ struct DeepseekV3Config {
 
 struct DeepseekV3MlpWeights {
   kernels::WeightView gate, up, down;  // [inter][hidden], [inter][hidden], [hidden][inter]
+  // Set at model creation where the backend fuses matmuls (Backend::fuses_matmuls): gate and up
+  // packed as one weight for Backend::GatedMatMul (gate and up are then read for shapes only).
+  kernels::WeightView gate_up;
 };
 
 struct DeepseekV3LayerWeights {
@@ -55,6 +58,8 @@ struct DeepseekV3LayerWeights {
   kernels::WeightView q_proj;                        // when q_lora_rank == 0
   kernels::WeightView q_a_proj, q_a_norm, q_b_proj;  // when q_lora_rank > 0
   kernels::WeightView kv_a_proj, kv_a_norm, kv_b_proj, o_proj;
+  // Likewise q_a_proj and kv_a_proj (same input) stacked for Backend::StackedMatMul.
+  kernels::WeightView q_kv_a;
   kernels::WeightView ffn_norm;
   DeepseekV3MlpWeights dense;               // dense layers
   kernels::WeightView router, router_bias;  // MoE layers: [experts][hidden], [experts]
