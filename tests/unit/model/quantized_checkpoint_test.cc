@@ -157,7 +157,9 @@ TEST_P(QuantizedCheckpoint, SameLogitsAndGreedyTokensAsDequantisedTwin) {
     EXPECT_LT(err, tc.quantisation_tolerance);
     const std::size_t n = std::min(q.tokens.size(), ref.generated.size());
     const bool same_tokens = std::equal(q.tokens.begin(), q.tokens.begin() + n, ref.generated.begin());
-    if (tc.same_tokens_as_float32) EXPECT_TRUE(same_tokens);
+    if (tc.same_tokens_as_float32) {
+      EXPECT_TRUE(same_tokens);
+    }
     std::cout << tc.fixture << ": prompt logits vs the float32 model's reference: " << err
               << " relative; greedy tokens " << (same_tokens ? "equal" : "differ from")
               << " the float32 reference's\n";
