@@ -16,6 +16,7 @@
 #include "rope.h"
 #include "tandem/base/status_macros.h"
 #include "tandem/model/deepseek_v4.h"
+#include "weight_packing.h"
 
 namespace tandem::model {
 
@@ -65,11 +66,13 @@ class SequenceCache {
 class DeepseekV4ModelImpl : public Model {
  public:
   DeepseekV4ModelImpl(DeepseekV4Config config, DeepseekV4Weights weights,
-                      std::vector<MappedFile> storage, kernels::Backend* backend)
+                      std::vector<MappedFile> storage, std::vector<kernels::PanelWeight> packed,
+                      kernels::Backend* backend)
       : be_(backend),
         config_(std::move(config)),
         weights_(std::move(weights)),
         storage_(std::move(storage)),
+        packed_(std::move(packed)),
         layout_(DeepseekV4KvLayout(config_)) {
     main_inv_freq_ =
         internal::ComputeRopeTables(config_.rope_dim, config_.rope_theta, RopeScaling{}).inv_freq;
@@ -374,6 +377,7 @@ class DeepseekV4ModelImpl : public Model {
   DeepseekV4Config config_;
   DeepseekV4Weights weights_;
   std::vector<MappedFile> storage_;
+  std::vector<kernels::PanelWeight> packed_;  // what the packed views in weights_ point into
   KvLayout layout_;
   std::vector<float> main_inv_freq_, compress_inv_freq_;
   HyperParams hyper_;
@@ -391,8 +395,22 @@ absl::StatusOr<std::unique_ptr<Model>> CreateDeepseekV4Model(DeepseekV4Config co
   if (static_cast<int>(weights.layers.size()) != config.base.num_layers) {
     return absl::InvalidArgumentError("DeepSeek-V4 weights: wrong number of layers");
   }
+  // The matrices only MatMul reads, in the backend's MatMul layout, packed once here (FP8 too, so
+  // that an FP8 checkpoint keeps its dequantised twin's bits). Not packed: o_a (multiplied group
+  // by group as row slices), the hyper-connection mixes, embeddings, norms, biases and sinks.
+  internal::PackedWeights packed(*backend);
+  auto pack_mlp = [&](DeepseekV4MlpWeights& m) { packed.Pack({&m.gate, &m.up, &m.down}); };
+  for (DeepseekV4LayerWeights& l : weights.layers) {
+    packed.Pack({&l.q_a, &l.q_b, &l.kv, &l.o_b, &l.compressor.kv, &l.compressor.gate,
+                 &l.indexer_compressor.kv, &l.indexer_compressor.gate, &l.indexer_q_b,
+                 &l.indexer_weights, &l.router});
+    pack_mlp(l.shared);
+    for (DeepseekV4MlpWeights& e : l.experts) pack_mlp(e);
+  }
+  packed.Pack(weights.lm_head);
   return std::unique_ptr<Model>(new DeepseekV4ModelImpl(std::move(config), std::move(weights),
-                                                        std::move(storage), backend));
+                                                        std::move(storage),
+                                                        std::move(packed).Take(), backend));
 }
 
 }  // namespace tandem::model
