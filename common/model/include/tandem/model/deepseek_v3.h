@@ -58,8 +58,8 @@ struct DeepseekV3LayerWeights {
   kernels::WeightView q_proj;                        // when q_lora_rank == 0
   kernels::WeightView q_a_proj, q_a_norm, q_b_proj;  // when q_lora_rank > 0
   kernels::WeightView kv_a_proj, kv_a_norm, kv_b_proj, o_proj;
-  // Likewise q_a_proj and kv_a_proj (same input) stacked for Backend::StackedMatMul (both views
-  // are then empty).
+  // Set at model creation where the backend fuses matmuls (Backend::fuses_matmuls): q_a_proj and
+  // kv_a_proj (same input) stacked for Backend::StackedMatMul; both views are then empty.
   kernels::WeightView q_kv_a;
   kernels::WeightView ffn_norm;
   DeepseekV3MlpWeights dense;               // dense layers
