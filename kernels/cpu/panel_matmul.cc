@@ -425,13 +425,17 @@ void PanelMatMulTyped(ThreadPool& pool, const float* x, std::int64_t rows, const
   const std::int64_t widened_floats = std::is_same_v<T, float> || rows <= kWholeRowsMax
                                           ? 0
                                           : std::min(plan.slice, plan.in) * kPanelRows;
-  std::unique_ptr<float[]> widened(
-      new float[static_cast<std::size_t>(pool.size() * widened_floats)]);
+  // 64-byte aligned, as the packed panels are: the tiles' unaligned vector loads of a scratch at
+  // malloc's 16-byte alignment split three lines in four.
+  std::unique_ptr<float[]> widened_storage(
+      new float[static_cast<std::size_t>(pool.size() * widened_floats + kLanes)]);
+  float* const widened = reinterpret_cast<float*>(
+      (reinterpret_cast<std::uintptr_t>(widened_storage.get()) + 63) & ~std::uintptr_t{63});
   pool.Run(tasks, [&](int task, int worker) {
     const std::int64_t p0 = panels * task / tasks;
     const std::int64_t p1 = panels * (task + 1) / tasks;
     PanelRange<T>(xp.get(), w, plan, p0, p1, scales.get() + worker * per_worker,
-                  widened_floats > 0 ? widened.get() + worker * widened_floats : nullptr, y);
+                  widened_floats > 0 ? widened + worker * widened_floats : nullptr, y);
   });
 }
 
