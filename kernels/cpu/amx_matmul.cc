@@ -7,6 +7,7 @@
 #include <span>
 
 #include "amx_tiles.h"
+#include "bf16_tiles_job.h"
 #include "matmul_tasks.h"
 #include "simd_math.h"
 
@@ -41,43 +42,8 @@ TANDEM_AMX_TARGET void PackRows(const float* x, std::int64_t in, std::int64_t ch
   }
 }
 
-struct Job {
-  const std::uint16_t* xp;   // packed x (PackRows)
-  std::int64_t rows;
-  const std::uint16_t* w;    // bf16 tiles
-  std::int64_t chunks;       // weight tiles per row group (in / 32, rounded up)
-  std::int64_t out;
-  float* y;
-  // > 0: the weights are a gated pair (PanelWeight::PackGated) and y is [rows][hidden] =
-  // silu(gate) * up, combined as each pair of groups leaves its accumulators.
-  std::int64_t hidden = 0;
-  // Not empty: the weights are matrices stacked by PanelWeight::PackStacked, part i's outputs
-  // going to outputs[i] ([rows][part_rows[i]]) instead of y.
-  std::span<const std::int64_t> part_rows;
-  std::span<float* const> outputs;
-};
-
-// Where the outputs of weight group g go: a row stride, the first output's column and how many
-// of the group's 16 outputs exist.
-struct Dest {
-  float* y;
-  std::int64_t stride, o0, on;
-};
-
-inline Dest DestOf(const Job& job, std::int64_t g) {
-  if (job.part_rows.empty()) {
-    return {job.y, job.out, g * kOutputs, std::min(kOutputs, job.out - g * kOutputs)};
-  }
-  std::int64_t first = 0;  // the part's first group
-  std::size_t i = 0;
-  for (; i + 1 < job.part_rows.size(); ++i) {
-    const std::int64_t groups = (job.part_rows[i] + kOutputs - 1) / kOutputs;
-    if (g < first + groups) break;
-    first += groups;
-  }
-  const std::int64_t o0 = (g - first) * kOutputs;
-  return {job.outputs[i], job.part_rows[i], o0, std::min(kOutputs, job.part_rows[i] - o0)};
-}
+using Job = Bf16TilesJob;
+using Dest = Bf16TilesDest;
 
 // Accumulators (x tile, gate group) and (x tile, up group) of a gated pair to y: SiluMul's own
 // arithmetic on the 16 outputs of the pair (same expression, so the same bits as MatMul of the
@@ -123,7 +89,8 @@ TANDEM_AMX_TARGET void Block(const Job& job, std::int64_t t0, std::int64_t g, Lo
   if constexpr (NW == 2) _tile_zero(1);
   if constexpr (NX == 2) _tile_zero(2);
   if constexpr (NX == 2 && NW == 2) _tile_zero(3);
-  const std::uint16_t* x0 = job.xp + t0 / kTokens * job.chunks * kBlockElems;
+  const std::uint16_t* x0 =
+      static_cast<const std::uint16_t*>(job.xp) + t0 / kTokens * job.chunks * kBlockElems;
   const std::uint16_t* x1 = x0 + job.chunks * kBlockElems;
   const std::uint16_t* w0 = job.w + g * job.chunks * kBlockElems;
   const std::uint16_t* w1 = w0 + job.chunks * kBlockElems;
@@ -264,19 +231,9 @@ void AmxBf16MatMulInto(ThreadPool& pool, const float* x, std::int64_t rows, cons
     PackRows(x, w.cols, chunks, rows * task / pack_tasks, rows * (task + 1) / pack_tasks,
              xp.get());
   });
-  const Job job{.xp = xp.get(),
-                .rows = rows,
-                .w = static_cast<const std::uint16_t*>(w.data),
-                .chunks = chunks,
-                .out = w.rows,
-                .y = y,
-                .hidden = hidden,
-                .part_rows = part_rows,
-                .outputs = outputs};
-  pool.Run(tasks, [&](int task, int) {
-    const std::int64_t u0 = units * task / tasks, u1 = units * (task + 1) / tasks;
-    GroupRange(job, 2 * u0, std::min(groups, 2 * u1));
-  });
+  const Bf16TilesJob job = JobOf(xp.get(), rows, w, hidden, part_rows, outputs, y);
+  RunGroupPairs(pool, tasks, units, groups,
+                [&](std::int64_t g0, std::int64_t g1) { GroupRange(job, g0, g1); });
 }
 
 TANDEM_KERNELS_ISA_END

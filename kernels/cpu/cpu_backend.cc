@@ -37,6 +37,13 @@ bool CpuHasAmxBf16() {
   return (eax & (1u << 5)) != 0;
 }
 
+// CPUID leaf 7 subleaf 1, EAX bit 5.
+bool CpuHasAvx512Bf16() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) == 0) return false;
+  return (eax & (1u << 5)) != 0;
+}
+
 // Linux keeps the tile registers' 8 KiB of state off until a process asks
 // (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)); the grant covers all of its threads.
 bool RequestTilePermission() {
@@ -91,15 +98,18 @@ class FastCpuBackend final : public Backend {
  public:
   FastCpuBackend(const CpuBackendOptions& options, CpuIsa isa)
       : name_("cpu-" + std::string(CpuIsaName(isa)) +
-              (options.bf16_matmul == Bf16MatMul::kAmx ? "-amx" : "")),
+              (options.bf16_matmul == Bf16MatMul::kF32
+                   ? ""
+                   : "-" + std::string(Bf16MatMulName(options.bf16_matmul)))),
         k_(*CompiledTable(isa)),
         pool_(options.num_threads),
         matmul_layout_(options.matmul_layout),
-        amx_(options.bf16_matmul == Bf16MatMul::kAmx) {}
+        amx_(options.bf16_matmul == Bf16MatMul::kAmx),
+        bf16_products_(options.bf16_matmul != Bf16MatMul::kF32) {}
 
   std::string_view name() const override { return name_; }
   WeightLayout preferred_matmul_layout(DType dtype) const override {
-    if (amx_ && dtype == DType::kBF16) return WeightLayout::kBf16Tiles;
+    if (bf16_products_ && dtype == DType::kBF16) return WeightLayout::kBf16Tiles;
     return matmul_layout_;
   }
 
@@ -113,11 +123,14 @@ class FastCpuBackend final : public Backend {
     if (w.layout == WeightLayout::kBf16Tiles) return TilesMatMul(x, rows, w, y);
     k_.mat_mul(pool_, x, rows, w, y);
   }
-  bool fuses_matmuls(DType dtype) const override { return amx_ && dtype == DType::kBF16; }
+  bool fuses_matmuls(DType dtype) const override { return bf16_products_ && dtype == DType::kBF16; }
   void GatedMatMul(const float* x, std::int64_t rows, const WeightView& gate_up,
                    std::int64_t hidden, float* out) override {
     if (amx_ && gate_up.layout == WeightLayout::kBf16Tiles) {
       return k_.amx_bf16_gated_mat_mul(pool_, x, rows, gate_up, hidden, out);
+    }
+    if (bf16_products_ && gate_up.layout == WeightLayout::kBf16Tiles) {
+      return k_.dpbf16_mat_mul_into(pool_, x, rows, gate_up, hidden, {}, {}, out);
     }
     Backend::GatedMatMul(x, rows, gate_up, hidden, out);
   }
@@ -126,6 +139,9 @@ class FastCpuBackend final : public Backend {
                      std::span<float* const> outputs) override {
     if (amx_ && stacked.layout == WeightLayout::kBf16Tiles) {
       return k_.amx_bf16_stacked_mat_mul(pool_, x, rows, stacked, part_rows, outputs);
+    }
+    if (bf16_products_ && stacked.layout == WeightLayout::kBf16Tiles) {
+      return k_.dpbf16_mat_mul_into(pool_, x, rows, stacked, 0, part_rows, outputs, nullptr);
     }
     Backend::StackedMatMul(x, rows, stacked, part_rows, outputs);
   }
@@ -214,11 +230,12 @@ class FastCpuBackend final : public Backend {
     });
   }
 
-  // A backend created without AMX never asks for bf16 tiles; one handed them anyway gets the
-  // same arithmetic (x rounded to bf16, float32 sums) in plain loops, slowly and without the
-  // instruction's own sum order.
+  // A backend created without bf16 products never asks for bf16 tiles; one handed them anyway
+  // gets the same arithmetic (x rounded to bf16, float32 sums) in plain loops, slowly and
+  // without the instructions' own sum order.
   void TilesMatMul(const float* x, std::int64_t rows, const WeightView& w, float* y) {
     if (amx_) return k_.amx_bf16_mat_mul(pool_, x, rows, w, y);
+    if (bf16_products_) return k_.dpbf16_mat_mul_into(pool_, x, rows, w, 0, {}, {}, y);
     for (std::int64_t r = 0; r < rows; ++r) {
       for (std::int64_t o = 0; o < w.rows; ++o) {
         float sum = 0.0f;
@@ -234,7 +251,8 @@ class FastCpuBackend final : public Backend {
   const cpu::KernelTable& k_;
   cpu::ThreadPool pool_;
   WeightLayout matmul_layout_;
-  bool amx_;
+  bool amx_;            // Bf16MatMul::kAmx: bf16 products on AMX tiles, attention included
+  bool bf16_products_;  // kAmx or kAvx512Bf16: bf16 weights as tiles, their MatMuls fused
 };
 
 }  // namespace
@@ -293,7 +311,15 @@ CpuIsa ResolveCpuIsa(CpuIsa requested) {
 }
 
 std::string_view Bf16MatMulName(Bf16MatMul mode) {
-  return mode == Bf16MatMul::kAmx ? "amx" : "f32";
+  switch (mode) {
+    case Bf16MatMul::kAmx:
+      return "amx";
+    case Bf16MatMul::kAvx512Bf16:
+      return "avx512bf16";
+    case Bf16MatMul::kF32:
+      break;
+  }
+  return "f32";
 }
 
 bool IsAmxBf16Available() {
@@ -304,18 +330,32 @@ bool IsAmxBf16Available() {
 #endif
 }
 
+bool IsAvx512Bf16Available() {
+#if defined(__x86_64__) && defined(TANDEM_KERNELS_HAVE_AVX512)
+  return CpuRuns(CpuIsa::kAvx512) && CpuHasAvx512Bf16();
+#else
+  return false;
+#endif
+}
+
 namespace {
 
-// Why a backend of `isa` (an available one, or kAuto) cannot run Bf16MatMul::kAmx, as "amx ...";
-// empty if it can.
-std::string AmxRefusal(CpuIsa isa) {
-  if (!IsAmxBf16Available()) {
+// Why a backend of `isa` (an available one, or kAuto) cannot run `mode`, as "amx ..." or
+// "avx512bf16 ..."; empty if it can.
+std::string Bf16MatMulRefusal(Bf16MatMul mode, CpuIsa isa) {
+  const std::string name(Bf16MatMulName(mode));
+  if (mode == Bf16MatMul::kF32) return "";
+  if (mode == Bf16MatMul::kAmx && !IsAmxBf16Available()) {
     return "amx: needs a CPU with AMX-TILE, AMX-BF16 and AVX512-BF16 (Intel Xeon from Sapphire "
            "Rapids on), AVX-512 kernels in this binary and the OS's permission for the tile "
            "registers; use f32";
   }
+  if (mode == Bf16MatMul::kAvx512Bf16 && !IsAvx512Bf16Available()) {
+    return "avx512bf16: needs a CPU with AVX512-BF16 (AMD Zen 4 on, Intel Cooper Lake and "
+           "Sapphire Rapids on) and AVX-512 kernels in this binary; use f32";
+  }
   if (ResolveCpuIsa(isa) != CpuIsa::kAvx512) {
-    return "amx runs beside the avx512 kernels, not " + std::string(CpuIsaName(isa));
+    return name + " runs beside the avx512 kernels, not " + std::string(CpuIsaName(isa));
   }
   return "";
 }
@@ -324,22 +364,20 @@ std::string AmxRefusal(CpuIsa isa) {
 
 std::optional<Bf16MatMul> ParseAvailableBf16MatMul(std::string_view name, CpuIsa isa,
                                                    std::string* error) {
-  if (name == Bf16MatMulName(Bf16MatMul::kF32)) return Bf16MatMul::kF32;
-  if (name == Bf16MatMulName(Bf16MatMul::kAmx)) {
-    *error = AmxRefusal(isa);
-    if (error->empty()) return Bf16MatMul::kAmx;
+  for (Bf16MatMul mode : {Bf16MatMul::kF32, Bf16MatMul::kAmx, Bf16MatMul::kAvx512Bf16}) {
+    if (name != Bf16MatMulName(mode)) continue;
+    *error = Bf16MatMulRefusal(mode, isa);
+    if (error->empty()) return mode;
     return std::nullopt;
   }
-  *error = std::string(name) + ": one of f32, amx";
+  *error = std::string(name) + ": one of f32, amx, avx512bf16";
   return std::nullopt;
 }
 
 std::unique_ptr<Backend> CreateCpuBackend(const CpuBackendOptions& options) {
   const CpuIsa isa = ResolveCpuIsa(options.isa);
-  if (options.bf16_matmul == Bf16MatMul::kAmx) {
-    if (const std::string refusal = AmxRefusal(isa); !refusal.empty()) {
-      throw std::invalid_argument("bf16_matmul " + refusal);
-    }
+  if (const std::string refusal = Bf16MatMulRefusal(options.bf16_matmul, isa); !refusal.empty()) {
+    throw std::invalid_argument("bf16_matmul " + refusal);
   }
   return std::make_unique<FastCpuBackend>(options, isa);
 }

@@ -4,6 +4,7 @@
 #include "amx_attention.h"
 #include "amx_matmul.h"
 #include "attention.h"
+#include "dpbf16_matmul.h"
 #include "elementwise.h"
 #include "encoder_ops.h"
 #include "isa.h"
@@ -41,11 +42,13 @@ constinit const KernelTable TANDEM_KERNELS_TABLE = {
     .amx_bf16_gated_mat_mul = &AmxBf16GatedMatMul,
     .amx_bf16_stacked_mat_mul = &AmxBf16StackedMatMul,
     .amx_gqa_attention = &AmxGqaAttention,
+    .dpbf16_mat_mul_into = &Dpbf16MatMulInto,
 #else
     .amx_bf16_mat_mul = nullptr,
     .amx_bf16_gated_mat_mul = nullptr,
     .amx_bf16_stacked_mat_mul = nullptr,
     .amx_gqa_attention = nullptr,
+    .dpbf16_mat_mul_into = nullptr,
 #endif
 };
 

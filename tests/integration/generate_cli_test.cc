@@ -118,11 +118,15 @@ TEST(GenerateCliTest, BadFlagsExitWithStatus2AndAMessage) {
       {{"--model", "m", "stray"}, "unexpected argument 'stray'"},
       {{"--model", "m", "--cpu-isa", "avx1024"},
        "--cpu-isa avx1024: this binary and CPU run auto, generic"},
-      {{"--model", "m", "--bf16-matmul", "bf16"}, "--bf16-matmul bf16: one of f32, amx"},
+      {{"--model", "m", "--bf16-matmul", "bf16"},
+       "--bf16-matmul bf16: one of f32, amx, avx512bf16"},
       // Either this machine lacks AMX (and says so) or AMX cannot run beside the generic copy.
       {{"--model", "m", "--bf16-matmul", "amx", "--cpu-isa", "generic"},
        kernels::IsAmxBf16Available() ? "--bf16-matmul amx runs beside the avx512 kernels"
                                      : "--bf16-matmul amx: needs a CPU with AMX-TILE"},
+      {{"--model", "m", "--bf16-matmul", "avx512bf16", "--cpu-isa", "generic"},
+       kernels::IsAvx512Bf16Available() ? "--bf16-matmul avx512bf16 runs beside the avx512 kernels"
+                                        : "--bf16-matmul avx512bf16: needs a CPU with AVX512-BF16"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = {kBinary};

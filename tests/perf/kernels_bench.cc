@@ -91,20 +91,26 @@ struct Weights {
   }
 };
 
-std::unique_ptr<Backend> MakeBackend(bool fast, int threads = 0, bool amx = false) {
-  return fast ? kernels::CreateCpuBackend(
-                    {.num_threads = threads,
-                     .bf16_matmul = amx ? kernels::Bf16MatMul::kAmx : kernels::Bf16MatMul::kF32})
+std::unique_ptr<Backend> MakeBackend(bool fast, int threads = 0,
+                                     kernels::Bf16MatMul bf16 = kernels::Bf16MatMul::kF32) {
+  return fast ? kernels::CreateCpuBackend({.num_threads = threads, .bf16_matmul = bf16})
               : kernels::CreateReferenceCpuBackend();
 }
 
+// A weight layout, and for kBf16Tiles the engine of the bf16 products.
+struct Layout {
+  WeightLayout layout;
+  kernels::Bf16MatMul bf16 = kernels::Bf16MatMul::kF32;
+};
+
 const char* Kind(bool fast) { return fast ? "fast" : "reference"; }
 
-// A packed layout: the weights packed once (PanelWeight) before timing, as the Llama forward does at
-// load; kBf16Tiles on a backend that runs bf16 on AMX.
+// A packed layout: the weights packed once (PanelWeight) before timing, as the Llama forward does
+// at load; kBf16Tiles on a backend that runs bf16 products (AMX or AVX512-BF16).
 void MatMulBench(benchmark::State& state, bool fast, DType dtype, std::int64_t rows,
-                 std::int64_t out, std::int64_t in, int threads, WeightLayout layout) {
-  auto backend = MakeBackend(fast, threads, layout == WeightLayout::kBf16Tiles);
+                 std::int64_t out, std::int64_t in, int threads, Layout how) {
+  auto backend = MakeBackend(fast, threads, how.bf16);
+  const WeightLayout layout = how.layout;
   Weights w(out, in, dtype);
   std::optional<kernels::PanelWeight> packed;
   if (layout != WeightLayout::kRows) packed.emplace(kernels::PanelWeight::Pack(w.view, layout));
@@ -252,20 +258,25 @@ std::string MatMulName(bool fast, DType dtype, const Shape& s) {
          std::to_string(s.in);
 }
 
-const char* Suffix(WeightLayout layout) {
-  switch (layout) {
+std::string Suffix(Layout how) {
+  switch (how.layout) {
     case WeightLayout::kRows: return "";
     case WeightLayout::kPanels: return "/panels";
-    case WeightLayout::kBf16Tiles: return "/amx";
+    case WeightLayout::kBf16Tiles:
+      return "/" + std::string(kernels::Bf16MatMulName(how.bf16));
   }
   return "?";
 }
 
-// The layouts benchmarked for `dtype`: rows, panels, and bf16 tiles on AMX where it runs.
-std::vector<WeightLayout> Layouts(DType dtype) {
-  std::vector<WeightLayout> out = {WeightLayout::kRows, WeightLayout::kPanels};
+// The layouts benchmarked for `dtype`: rows, panels, and bf16 tiles on AMX and with AVX512-BF16
+// where they run.
+std::vector<Layout> Layouts(DType dtype) {
+  std::vector<Layout> out = {{WeightLayout::kRows}, {WeightLayout::kPanels}};
   if (dtype == DType::kBF16 && kernels::IsAmxBf16Available()) {
-    out.push_back(WeightLayout::kBf16Tiles);
+    out.push_back({WeightLayout::kBf16Tiles, kernels::Bf16MatMul::kAmx});
+  }
+  if (dtype == DType::kBF16 && kernels::IsAvx512Bf16Available()) {
+    out.push_back({WeightLayout::kBf16Tiles, kernels::Bf16MatMul::kAvx512Bf16});
   }
   return out;
 }
@@ -290,14 +301,14 @@ void Register() {
     for (const Shape& s : kShapes) {
       for (bool fast : {true, false}) {
         benchmark::RegisterBenchmark(MatMulName(fast, dtype, s).c_str(), MatMulBench, fast, dtype,
-                                     s.rows, s.out, s.in, 0, WeightLayout::kRows)
+                                     s.rows, s.out, s.in, 0, Layout{WeightLayout::kRows})
             ->UseRealTime()
             ->Unit(benchmark::kMicrosecond);
       }
     }
   }
   for (DType dtype : kFastDtypes) {
-    for (WeightLayout layout : Layouts(dtype)) {
+    for (Layout layout : Layouts(dtype)) {
       for (const Shape& s : kFastShapes) {
         benchmark::RegisterBenchmark((MatMulName(true, dtype, s) + Suffix(layout)).c_str(),
                                      MatMulBench, true, dtype, s.rows, s.out, s.in, 0, layout)
@@ -308,7 +319,7 @@ void Register() {
     }
   }
   for (DType dtype : kDtypes) {
-    for (WeightLayout layout : Layouts(dtype)) {
+    for (Layout layout : Layouts(dtype)) {
       benchmark::RegisterBenchmark((GemvCachedName(dtype) + Suffix(layout)).c_str(), MatMulBench,
                                    true, dtype, 1, kCachedOut, kCachedIn, 1, layout)
           ->Unit(benchmark::kMicrosecond);
@@ -317,7 +328,7 @@ void Register() {
   const std::size_t stream_bytes = kGemvOut * kGemvIn * sizeof(float);
   for (int threads : {1, HardwareThreads()}) {
     for (DType dtype : kDtypes) {
-      for (WeightLayout layout : Layouts(dtype)) {
+      for (Layout layout : Layouts(dtype)) {
         benchmark::RegisterBenchmark((GemvName(dtype, threads) + Suffix(layout)).c_str(),
                                      MatMulBench, true, dtype, 1, kGemvOut, kGemvIn, threads,
                                      layout)
@@ -368,7 +379,7 @@ void PrintSummary(const RecordingReporter& reporter) {
   std::printf("\n== fast MatMul, all threads (GFLOP = 2 x rows x out x in; per wall second, "
               "per CPU-second of all threads) ==\n");
   for (DType dtype : kFastDtypes) {
-    for (WeightLayout layout : Layouts(dtype)) {
+    for (Layout layout : Layouts(dtype)) {
       for (const Shape& s : kFastShapes) {
         const std::string name = MatMulName(true, dtype, s) + Suffix(layout);
         const RunResult* f = Find(results, name);
@@ -377,14 +388,14 @@ void PrintSummary(const RecordingReporter& reporter) {
         std::printf("%-40s %10.1f us  %7.1f GFLOP/s  %7.1f GFLOP/cpu-s", name.substr(12).c_str(),
                     f->real_time_us, gflop / (f->real_time_us * 1e-6),
                     gflop / (f->cpu_time_us * 1e-6));
-        // Packed against row-major weights (and AMX against panels), same shape, same
+        // Packed against row-major weights (and bf16 products against panels), same shape, same
         // invocation: the time ratio.
         const RunResult* rows = Find(results, MatMulName(true, dtype, s));
-        if (layout != WeightLayout::kRows && rows != nullptr) {
+        if (layout.layout != WeightLayout::kRows && rows != nullptr) {
           std::printf("  %.2fx rows", rows->real_time_us / f->real_time_us);
         }
         const RunResult* panels = Find(results, MatMulName(true, dtype, s) + "/panels");
-        if (layout == WeightLayout::kBf16Tiles && panels != nullptr) {
+        if (layout.layout == WeightLayout::kBf16Tiles && panels != nullptr) {
           std::printf("  %.2fx panels", panels->real_time_us / f->real_time_us);
         }
         std::printf("\n");
@@ -394,7 +405,7 @@ void PrintSummary(const RecordingReporter& reporter) {
   std::printf("\n== GEMV bandwidth (weight bytes read per second: 512 MiB f32, 256 MiB bf16/f16, "
               "128 MiB fp8; weights per second = bytes / element size) ==\n");
   for (DType dtype : kDtypes) {
-    for (WeightLayout layout : Layouts(dtype)) {
+    for (Layout layout : Layouts(dtype)) {
       const std::string name = GemvCachedName(dtype) + Suffix(layout);
       const RunResult* c = Find(results, name);
       if (c == nullptr) continue;
@@ -410,7 +421,7 @@ void PrintSummary(const RecordingReporter& reporter) {
     if (stream == nullptr) continue;
     std::printf("stream read, %d thread(s): %6.2f GB/s\n", threads, stream->bytes_per_second / 1e9);
     for (DType dtype : kDtypes) {
-      for (WeightLayout layout : Layouts(dtype)) {
+      for (Layout layout : Layouts(dtype)) {
         const std::string name = GemvName(dtype, threads) + Suffix(layout);
         const RunResult* g = Find(results, name);
         if (g == nullptr || stream->bytes_per_second <= 0) continue;

@@ -4,15 +4,16 @@
 // reports them) and the best run (the least disturbed one on a shared machine), plus the tokens
 // per CPU-second of the process (user + sys, all threads) of the best such run: on a machine
 // shared with other work, wall time measures the share the engine got, CPU time its own cost
-// (spinning or idle waits aside; the pool sleeps when idle). Drives Model::Forward directly (paged KV, nothing of the engine's scheduling), so it is
-// the in-process counterpart of `llama-bench -p 512 -n 128 -t THREADS`
-// (tests/perf/peers/engine_vs_peers.py runs both).
+// (spinning or idle waits aside; the pool sleeps when idle). Drives Model::Forward directly (paged
+// KV, nothing of the engine's scheduling), so it is the in-process counterpart of `llama-bench -p
+// 512 -n 128 -t THREADS` (tests/perf/peers/engine_vs_peers.py runs both).
 //
 //   build-x/tests/perf/tandem_llama_bench MODEL_DIR [threads=2] [pp=512] [tg=128] [repeats=3]
 //       [batch=1] [isa=auto] [layout=panels]   (batch > 1: tg also as `batch` streams decoding
 //       together, total tokens/s; isa: the kernels' ISA copy, or "all" for each copy this CPU
-//       runs; layout: the weights' MatMul layout, "amx" for panels with bf16 weights on AMX
-//       (CpuBackendOptions::bf16_matmul), or a comma list of these, "both" for rows,panels; every
+//       runs; layout: the weights' MatMul layout, "amx" / "avx512bf16" for panels with bf16
+//       weights multiplied in bf16 products (CpuBackendOptions::bf16_matmul), or a comma list of
+//       these, "both" for rows,panels; every
 //       run after the first also as a ratio to the first)
 #include <algorithm>
 #include <chrono>
@@ -156,7 +157,7 @@ struct MatMulMode {
 };
 
 const char* ModeName(const MatMulMode& mode) {
-  if (mode.bf16 == kernels::Bf16MatMul::kAmx) return "amx";
+  if (mode.bf16 != kernels::Bf16MatMul::kF32) return kernels::Bf16MatMulName(mode.bf16).data();
   return mode.layout == kernels::WeightLayout::kPanels ? "panels" : "rows";
 }
 
@@ -240,7 +241,6 @@ int Main(int argc, char** argv) {
   std::vector<MatMulMode> modes;
   const MatMulMode rows{kernels::WeightLayout::kRows, kernels::Bf16MatMul::kF32};
   const MatMulMode panels{kernels::WeightLayout::kPanels, kernels::Bf16MatMul::kF32};
-  const MatMulMode amx{kernels::WeightLayout::kPanels, kernels::Bf16MatMul::kAmx};
   for (std::size_t begin = 0; begin <= layout_arg.size();) {
     std::size_t end = layout_arg.find(',', begin);
     if (end == std::string::npos) end = layout_arg.size();
@@ -248,16 +248,19 @@ int Main(int argc, char** argv) {
     begin = end + 1;
     if (name == "rows" || name == "both") modes.push_back(rows);
     if (name == "panels" || name == "both") modes.push_back(panels);
-    if (name == "amx") {
+    const bool bf16_products = name == "amx" || name == "avx512bf16";
+    if (bf16_products) {
       std::string error;
-      if (!kernels::ParseAvailableBf16MatMul(name, kernels::CpuIsa::kAuto, &error)) {
+      const auto bf16 = kernels::ParseAvailableBf16MatMul(name, kernels::CpuIsa::kAuto, &error);
+      if (!bf16) {
         std::fprintf(stderr, "layout %s\n", error.c_str());
         return 2;
       }
-      modes.push_back(amx);
+      modes.push_back({kernels::WeightLayout::kPanels, *bf16});
     }
-    if (name != "rows" && name != "panels" && name != "amx" && name != "both") {
-      std::fprintf(stderr, "layout %s: panels, rows, amx, both or a comma list of them\n",
+    if (name != "rows" && name != "panels" && !bf16_products && name != "both") {
+      std::fprintf(stderr,
+                   "layout %s: panels, rows, amx, avx512bf16, both or a comma list of them\n",
                    layout_arg.c_str());
       return 2;
     }
@@ -271,9 +274,9 @@ int Main(int argc, char** argv) {
   for (kernels::CpuIsa isa : isas) {
     for (const MatMulMode& mode : modes) {
       std::string not_here;
-      if (mode.bf16 == kernels::Bf16MatMul::kAmx &&
-          !kernels::ParseAvailableBf16MatMul("amx", isa, &not_here)) {
-        continue;  // AMX runs beside the AVX-512 copy only
+      if (mode.bf16 != kernels::Bf16MatMul::kF32 &&
+          !kernels::ParseAvailableBf16MatMul(kernels::Bf16MatMulName(mode.bf16), isa, &not_here)) {
+        continue;  // bf16 products run beside the AVX-512 copy only
       }
       absl::StatusOr<Figures> f = RunOn(path, isa, mode, threads, pp, tg, repeats, batch);
       if (!f.ok()) {

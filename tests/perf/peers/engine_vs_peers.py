@@ -6,7 +6,7 @@ dtype, one engine at a time. Prints tokens/s and the ratios tandem/peer. Not a t
   tests/perf/peers/setup.sh llama vllm      # once: peers into ~/.cache/tandem-peers
   cmake --build BUILD --target tandem_llama_bench
   python3 tests/perf/peers/engine_vs_peers.py --build-dir BUILD [--dtypes bf16 f16 f32]
-      [--threads 2] [--repeats 3] [--vllm] [--amx]
+      [--threads 2] [--repeats 3] [--vllm] [--amx | --bf16-products amx|avx512bf16]
 
 Per dtype: tools/llama_checkpoint/make_random_llama.py writes the checkpoint in that dtype
 (cached under $PEERS/models), to_gguf.py converts it with the converter of the same llama.cpp
@@ -17,7 +17,10 @@ F16 safetensors (and FP8 with block scales, which llama.cpp's converter does not
 cannot load one, its column says why.
 With --amx (CPUs with AMX-BF16), tandem's bf16 checkpoint also runs with --bf16-matmul amx
 (activations rounded to bf16 and multiplied on AMX tiles, the arithmetic of vLLM's and torch's bf16
-path), as its own row "bf16-amx" beside the same llama.cpp and vLLM bf16 figures.
+path), as its own row "bf16-amx" beside the same llama.cpp and vLLM bf16 figures;
+--bf16-products avx512bf16 (CPUs with AVX512-BF16 but no AMX, AMD Zen 4 on) does the same with
+--bf16-matmul avx512bf16 (the same MatMul arithmetic with the dot-product instruction llama.cpp's
+bf16 GEMM also uses), as the row "bf16-avx512bf16".
 --isa avx2 (on an AVX-512 machine): what each engine does on an AVX2 + FMA + F16C CPU, measured
 here: tandem's AVX2 kernels (`tandem_llama_bench ... avx2`), llama.cpp built for AVX2 only
 (setup.sh llama-avx2) and vLLM with oneDNN, MKL and ATen capped at AVX2 (ONEDNN_MAX_CPU_ISA,
@@ -147,13 +150,16 @@ def main():
     ap.add_argument("--rounds", type=int, default=2,
                     help="engines alternate this many times per dtype; the best run counts")
     ap.add_argument("--vllm", action="store_true", help="also vLLM's offline engine (slow start)")
-    ap.add_argument("--amx", action="store_true",
+    ap.add_argument("--amx", action="store_const", const="amx", dest="bf16_products",
                     help="bf16 also with tandem's --bf16-matmul amx (its own row, bf16-amx)")
+    ap.add_argument("--bf16-products", choices=["amx", "avx512bf16"], dest="bf16_products",
+                    help="bf16 also with tandem's --bf16-matmul MODE (its own row, bf16-MODE)")
     ap.add_argument("--isa", choices=["auto", "avx2"], default="auto",
                     help="avx2: every engine held to AVX2 + FMA + F16C (see above)")
     a = ap.parse_args()
-    if a.amx and a.isa == "avx2":
-        ap.error("--amx runs beside the AVX-512 kernels, not with --isa avx2")
+    if a.bf16_products and a.isa == "avx2":
+        ap.error(f"--bf16-products {a.bf16_products} runs beside the AVX-512 kernels, not with "
+                 "--isa avx2")
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     load = os.getloadavg()
     rows, notes = [], []
@@ -161,22 +167,22 @@ def main():
         model_dir = checkpoint(dtype)
         g = gguf(model_dir, dtype)
         lc, td, tx, lc_err, td_err, tx_err = {}, {}, {}, None, None, None
-        amx = a.amx and dtype == "bf16"
+        amx = a.bf16_products if dtype == "bf16" else None
         for _ in range(a.rounds):  # alternating, so a burst of load hits both engines alike
             l1, lc_err = llama_bench(g, a.threads, a.repeats, a.isa)
             t1, td_err = tandem_bench(a.build_dir, model_dir, a.threads, a.repeats, a.isa)
-            x1, tx_err = (tandem_bench(a.build_dir, model_dir, a.threads, a.repeats, a.isa, "amx")
+            x1, tx_err = (tandem_bench(a.build_dir, model_dir, a.threads, a.repeats, a.isa, amx)
                           if amx else (None, None))
             for best, new in ((lc, l1), (td, t1), (tx, x1)):
                 for k, x in (new or {}).items():
                     best[k] = max(best.get(k, 0), x)
         vl, vl_err = (vllm_bench(model_dir, dtype, a.threads, a.repeats, a.isa) if a.vllm
                       else (None, None))
-        for name, err in (("llama.cpp", lc_err), ("tandem", td_err), ("tandem amx", tx_err),
+        for name, err in (("llama.cpp", lc_err), ("tandem", td_err), (f"tandem {amx}", tx_err),
                           ("vLLM", vl_err)):
             if err:
                 notes.append(f"{dtype} {name}: {err}")
-        for label, mine in ((dtype, td), (dtype + "-amx", tx if amx else None)):
+        for label, mine in ((dtype, td), (f"{dtype}-{amx}", tx if amx else None)):
             if mine is None:
                 continue
             for test in ("pp", "tg"):

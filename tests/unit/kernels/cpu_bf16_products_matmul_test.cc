@@ -1,6 +1,7 @@
-// MatMul of bf16 weights on AMX tiles (CpuBackendOptions::bf16_matmul = kAmx): the packed layout,
-// the kernel against a bf16-activation oracle, and batch invariance across row counts, row
-// positions and threads. The kernel tests skip on CPUs without AMX; the layout tests run anywhere.
+// MatMul of bf16 weights in bf16 products (CpuBackendOptions::bf16_matmul = kAmx on AMX tiles,
+// kAvx512Bf16 with AVX512-BF16's dot products): the packed layout, each engine against a
+// bf16-activation oracle, and batch invariance across row counts, row positions and threads. An
+// engine's tests skip on CPUs without its instructions; the layout tests run anywhere.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -62,11 +63,23 @@ std::unique_ptr<Backend> AmxBackend(int threads) {
   return CreateCpuBackend({.num_threads = threads, .bf16_matmul = Bf16MatMul::kAmx});
 }
 
-#define SKIP_WITHOUT_AMX()                                                               \
-  if (!IsAmxBf16Available()) {                                                           \
-    GTEST_SKIP() << "this CPU (or OS) does not run AMX-BF16, or the build has no AVX-512 " \
-                    "kernels";                                                           \
+bool Available(Bf16MatMul mode) {
+  return mode == Bf16MatMul::kAmx ? IsAmxBf16Available() : IsAvx512Bf16Available();
+}
+
+// The kernel tests, once per engine of bf16 products.
+class Bf16ProductsMatMul : public ::testing::TestWithParam<Bf16MatMul> {
+ protected:
+  void SetUp() override {
+    if (!Available(GetParam())) {
+      GTEST_SKIP() << "this CPU (or OS) does not run " << Bf16MatMulName(GetParam())
+                   << ", or the build has no AVX-512 kernels";
+    }
   }
+  std::unique_ptr<Backend> Bf16Backend(int threads) const {
+    return CreateCpuBackend({.num_threads = threads, .bf16_matmul = GetParam()});
+  }
+};
 
 TEST(Bf16Tiles, EveryElementKeepsItsValueAndRowSlicesFollowGroups) {
   std::mt19937 rng(5);
@@ -106,7 +119,17 @@ TEST(Bf16MatMulMode, ParsesNamesAndRefusesWhatThisMachineCannotRun) {
   std::string error;
   EXPECT_EQ(ParseAvailableBf16MatMul("f32", CpuIsa::kAuto, &error), Bf16MatMul::kF32);
   EXPECT_FALSE(ParseAvailableBf16MatMul("bf16", CpuIsa::kAuto, &error).has_value());
-  EXPECT_EQ(error, "bf16: one of f32, amx");
+  EXPECT_EQ(error, "bf16: one of f32, amx, avx512bf16");
+  error.clear();
+  const auto dp = ParseAvailableBf16MatMul("avx512bf16", CpuIsa::kAuto, &error);
+  EXPECT_EQ(dp.has_value(), IsAvx512Bf16Available());
+  EXPECT_EQ(error.empty(), IsAvx512Bf16Available()) << error;
+  if (IsAvx512Bf16Available()) {
+    EXPECT_FALSE(ParseAvailableBf16MatMul("avx512bf16", CpuIsa::kGeneric, &error).has_value());
+    EXPECT_EQ(error, "avx512bf16 runs beside the avx512 kernels, not generic");
+  } else {
+    EXPECT_THROW(CreateCpuBackend({.bf16_matmul = Bf16MatMul::kAvx512Bf16}), std::invalid_argument);
+  }
   error.clear();
   const auto amx = ParseAvailableBf16MatMul("amx", CpuIsa::kAuto, &error);
   EXPECT_EQ(amx.has_value(), IsAmxBf16Available());
@@ -136,10 +159,9 @@ TEST(Bf16MatMulMode, AnyBackendMultipliesTiles) {
   EXPECT_TRUE(BitEqual(exact.data(), rows_major.data(), exact.size()));
 }
 
-TEST(AmxMatMul, PrefersTilesForBf16Only) {
-  SKIP_WITHOUT_AMX();
-  auto amx = AmxBackend(1);
-  EXPECT_EQ(amx->name(), "cpu-avx512-amx");
+TEST_P(Bf16ProductsMatMul, PrefersTilesForBf16Only) {
+  auto amx = Bf16Backend(1);
+  EXPECT_EQ(amx->name(), "cpu-avx512-" + std::string(Bf16MatMulName(GetParam())));
   EXPECT_EQ(amx->preferred_matmul_layout(DType::kBF16), WeightLayout::kBf16Tiles);
   EXPECT_EQ(amx->preferred_matmul_layout(DType::kF32), WeightLayout::kPanels);
   EXPECT_EQ(amx->preferred_matmul_layout(DType::kF16), WeightLayout::kPanels);
@@ -149,10 +171,9 @@ TEST(AmxMatMul, PrefersTilesForBf16Only) {
 
 // Row counts on both sides of one and two 16-row tiles and of the 1 MiB pass of packed x; outputs
 // and columns that are not whole tiles, chunks or tile pairs.
-TEST(AmxMatMul, MatchesTheBf16ActivationOracle) {
-  SKIP_WITHOUT_AMX();
+TEST_P(Bf16ProductsMatMul, MatchesTheBf16ActivationOracle) {
   std::mt19937 rng(11);
-  auto amx = AmxBackend(2);
+  auto amx = Bf16Backend(2);
   for (auto [out, in] : {std::pair<std::int64_t, std::int64_t>{1, 7}, {16, 32}, {17, 33},
                          {33, 100}, {70, 300}, {64, 1000}, {48, 4100}}) {
     TestWeight w(out, in, DType::kBF16, rng);
@@ -171,22 +192,21 @@ TEST(AmxMatMul, MatchesTheBf16ActivationOracle) {
 
 // A row's outputs are the same bits alone, at any offset inside any batch (so in any tile and at
 // any position in it), and with any number of threads.
-TEST(AmxMatMul, RowsKeepTheirBitsInAnyBatch) {
-  SKIP_WITHOUT_AMX();
+TEST_P(Bf16ProductsMatMul, RowsKeepTheirBitsInAnyBatch) {
   std::mt19937 rng(13);
   for (auto [out, in] : {std::pair<std::int64_t, std::int64_t>{70, 300}, {96, 2100}}) {
     TestWeight w(out, in, DType::kBF16, rng);
     const PanelWeight packed = PanelWeight::Pack(w.view, WeightLayout::kBf16Tiles);
     constexpr std::int64_t kRows = 300;
     const std::vector<float> x = RandomFloats(kRows * in, rng);
-    auto one = AmxBackend(1);
+    auto one = Bf16Backend(1);
     const std::vector<float> whole = Multiply(*one, x.data(), kRows, packed.view());
     for (int threads : {2, 3, 8}) {
-      auto b = AmxBackend(threads);
+      auto b = Bf16Backend(threads);
       const std::vector<float> again = Multiply(*b, x.data(), kRows, packed.view());
       ASSERT_TRUE(BitEqual(whole.data(), again.data(), whole.size())) << threads << " threads";
     }
-    auto two = AmxBackend(2);
+    auto two = Bf16Backend(2);
     for (auto [first, count] : {std::pair<std::int64_t, std::int64_t>{0, 1}, {7, 1}, {299, 1},
                                 {5, 3}, {3, 16}, {9, 17}, {100, 33}, {1, 150}}) {
       const std::vector<float> part = Multiply(*two, x.data() + first * in, count, packed.view());
@@ -257,10 +277,9 @@ TEST(GatedPair, TheDefaultPathEqualsTheProductsApart) {
 // The AMX kernel combines the pair in its accumulators: the same bits as MatMul of each and
 // SiluMul, for hidden sizes that are not whole groups, rows on both sides of tiles and passes, and
 // any thread count (so a row's bits still do not depend on its batch).
-TEST(AmxMatMul, GatedPairEqualsTheProductsApartBitForBit) {
-  SKIP_WITHOUT_AMX();
+TEST_P(Bf16ProductsMatMul, GatedPairEqualsTheProductsApartBitForBit) {
   std::mt19937 rng(23);
-  auto amx = AmxBackend(2);
+  auto amx = Bf16Backend(2);
   EXPECT_TRUE(amx->fuses_matmuls(DType::kBF16));
   EXPECT_FALSE(amx->fuses_matmuls(DType::kF32));
   for (auto [hidden, in] : {std::pair<std::int64_t, std::int64_t>{16, 32}, {17, 33},
@@ -271,7 +290,7 @@ TEST(AmxMatMul, GatedPairEqualsTheProductsApartBitForBit) {
       const std::vector<float> x = RandomFloats(rows * in, rng, -2.0f, 2.0f);
       const std::vector<float> apart = GatedUnfused(*amx, x, rows, gate.view, up.view);
       for (int threads : {1, 2, 3}) {
-        auto b = AmxBackend(threads);
+        auto b = Bf16Backend(threads);
         const std::vector<float> fused = Gated(*b, x, rows, pair, hidden);
         ASSERT_TRUE(BitEqual(apart.data(), fused.data(), apart.size()))
             << rows << " rows x " << hidden << "x" << in << ", " << threads << " threads";
@@ -335,15 +354,14 @@ TEST(StackedParts, TheDefaultPathEqualsThePartsApart) {
 
 // q, k, v-like stacks (parts that are and are not whole groups, a group pair straddling two
 // parts) on AMX: each part's bits as multiplied alone, for any rows and threads.
-TEST(AmxMatMul, StackedPartsEqualThePartsApartBitForBit) {
-  SKIP_WITHOUT_AMX();
+TEST_P(Bf16ProductsMatMul, StackedPartsEqualThePartsApartBitForBit) {
   std::mt19937 rng(37);
   for (auto shape : std::vector<std::vector<std::int64_t>>{{64, 16, 16}, {20, 7, 33}, {48}}) {
     for (std::int64_t in : {32, 300, 1100}) {
       std::vector<TestWeight> parts;
       for (std::int64_t r : shape) parts.emplace_back(r, in, DType::kBF16, rng);
       for (int threads : {1, 2, 3}) {
-        auto b = AmxBackend(threads);
+        auto b = Bf16Backend(threads);
         for (std::int64_t rows : {1, 2, 17, 33, 129}) {
           ExpectStackedEqualsParts(*b, parts, in, rows, rng,
                                    std::to_string(in) + " columns, " + std::to_string(threads) +
@@ -354,6 +372,12 @@ TEST(AmxMatMul, StackedPartsEqualThePartsApartBitForBit) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Engines, Bf16ProductsMatMul,
+                         ::testing::Values(Bf16MatMul::kAmx, Bf16MatMul::kAvx512Bf16),
+                         [](const ::testing::TestParamInfo<Bf16MatMul>& info) {
+                           return std::string(Bf16MatMulName(info.param));
+                         });
 
 }  // namespace
 }  // namespace tandem::kernels

@@ -1,16 +1,18 @@
-// A bf16 Llama and a bf16 DeepSeek-V3 on the CPU backend's AMX MatMul
-// (CpuBackendOptions::bf16_matmul = kAmx, where both forwards also fuse their gate/up pairs and
-// stack the matrices that share an input): the engine's invariants hold bit for bit (chunked
+// A bf16 Llama and a bf16 DeepSeek-V3 on the CPU backend's bf16 products
+// (CpuBackendOptions::bf16_matmul = kAmx or kAvx512Bf16, where both forwards also fuse their
+// gate/up pairs and stack the matrices that share an input): the engine's invariants hold bit for
+// bit (chunked
 // prefill, token-by-token decode and batching never change a sequence's logits), and the logits
 // stay within bf16 rounding of the float32-activation path. The checkpoints are llama_tiny's and
 // deepseek_v3_tiny's weights rounded to bf16 (odd sizes: hidden 64, intermediate 112 or 96, so the
-// MatMul's partial tiles are on the path). Skips on CPUs without AMX.
+// MatMul's partial tiles are on the path). Each engine skips on CPUs without its instructions.
 #include <cstring>
-#include <iostream>
 #include <filesystem>
+#include <iostream>
 #include <memory>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -71,21 +73,25 @@ SequenceChunk WholePrompt(std::span<const std::int32_t> tokens,
   return c;
 }
 
-class AmxBf16Model : public ::testing::TestWithParam<const char*> {
+// (fixture, engine of the bf16 products)
+class Bf16ProductsModel
+    : public ::testing::TestWithParam<std::tuple<const char*, kernels::Bf16MatMul>> {
  protected:
   void SetUp() override {
-    if (!kernels::IsAmxBf16Available()) {
-      GTEST_SKIP() << "this CPU (or OS) does not run AMX-BF16, or the build has no AVX-512 kernels";
+    const kernels::Bf16MatMul mode = std::get<1>(GetParam());
+    if (!(mode == kernels::Bf16MatMul::kAmx ? kernels::IsAmxBf16Available()
+                                            : kernels::IsAvx512Bf16Available())) {
+      GTEST_SKIP() << "this CPU (or OS) does not run " << kernels::Bf16MatMulName(mode)
+                   << ", or the build has no AVX-512 kernels";
     }
-    dir_ = WriteBf16Twin(GetParam());
-    amx_backend_ = kernels::CreateCpuBackend(
-        {.num_threads = 2, .bf16_matmul = kernels::Bf16MatMul::kAmx});
+    dir_ = WriteBf16Twin(std::get<0>(GetParam()));
+    amx_backend_ = kernels::CreateCpuBackend({.num_threads = 2, .bf16_matmul = mode});
     f32_backend_ = kernels::CreateCpuBackend({.num_threads = 2});
     amx_ = Load(amx_backend_.get());
     f32_ = Load(f32_backend_.get());
     ASSERT_TRUE(amx_ && f32_);
     vocab_ = amx_->config().vocab_size;
-    prompt_ = testing::LoadReference(GetParam()).prompt;
+    prompt_ = testing::LoadReference(std::get<0>(GetParam())).prompt;
     for (int i = 0; prompt_.size() < 40; ++i) prompt_.push_back(3 + (i * 37) % (vocab_ - 3));
   }
   void TearDown() override {
@@ -110,8 +116,9 @@ class AmxBf16Model : public ::testing::TestWithParam<const char*> {
   std::vector<std::int32_t> prompt_;
 };
 
-TEST_P(AmxBf16Model, ChunkedPrefillAndDecodeKeepEveryBit) {
-  ASSERT_EQ(amx_backend_->name(), "cpu-avx512-amx");
+TEST_P(Bf16ProductsModel, ChunkedPrefillAndDecodeKeepEveryBit) {
+  ASSERT_EQ(amx_backend_->name(),
+            "cpu-avx512-" + std::string(kernels::Bf16MatMulName(std::get<1>(GetParam()))));
   const int n = static_cast<int>(prompt_.size());
   const std::vector<float> whole = Run(*amx_, {n});
   ASSERT_EQ(whole.size(), static_cast<std::size_t>(n) * vocab_);
@@ -119,7 +126,7 @@ TEST_P(AmxBf16Model, ChunkedPrefillAndDecodeKeepEveryBit) {
   EXPECT_EQ(Run(*amx_, std::vector<int>(n, 1)), whole);
 }
 
-TEST_P(AmxBf16Model, BatchedSequencesMatchEachRunAlone) {
+TEST_P(Bf16ProductsModel, BatchedSequencesMatchEachRunAlone) {
   const std::vector<std::int32_t> other(prompt_.rbegin(), prompt_.rbegin() + 23);
   auto alone = [&](const std::vector<std::int32_t>& tokens) {
     TestKv kv(amx_->kv_layout(), 16);
@@ -146,7 +153,7 @@ TEST_P(AmxBf16Model, BatchedSequencesMatchEachRunAlone) {
 // bf16 activations move the logits by bf16 rounding, not more; and they do move them (the mode is
 // in effect). Bound: the error measured on this fixture (7.6e-3 of the row's largest logit) with
 // headroom.
-TEST_P(AmxBf16Model, WithinBf16RoundingOfFloat32Activations) {
+TEST_P(Bf16ProductsModel, WithinBf16RoundingOfFloat32Activations) {
   const int n = static_cast<int>(prompt_.size());
   const std::vector<float> amx = Run(*amx_, {n});
   const std::vector<float> f32 = Run(*f32_, {n});
@@ -162,9 +169,14 @@ TEST_P(AmxBf16Model, WithinBf16RoundingOfFloat32Activations) {
   EXPECT_LT(worst, 2e-2);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, AmxBf16Model,
-                         ::testing::Values("llama_tiny", "deepseek_v3_tiny"),
-                         [](const auto& info) { return std::string(info.param); });
+INSTANTIATE_TEST_SUITE_P(Fixtures, Bf16ProductsModel,
+                         ::testing::Combine(::testing::Values("llama_tiny", "deepseek_v3_tiny"),
+                                            ::testing::Values(kernels::Bf16MatMul::kAmx,
+                                                              kernels::Bf16MatMul::kAvx512Bf16)),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param)) + "_" +
+                                  std::string(kernels::Bf16MatMulName(std::get<1>(info.param)));
+                         });
 
 }  // namespace
 }  // namespace tandem::model

@@ -165,17 +165,26 @@ std::optional<CpuIsa> ParseAvailableCpuIsa(std::string_view name, std::string* e
 //    Sapphire Rapids on) and the AVX-512 kernels. bf16 weights are packed into
 //    WeightLayout::kBf16Tiles; other weights keep kF32's MatMul (attention is bf16 whatever the
 //    weights), so it is meant for bf16 checkpoints; MLA attention stays float32.
-enum class Bf16MatMul : std::uint8_t { kF32, kAmx };
+//  kAvx512Bf16: kAmx's MatMul arithmetic (x rounded to bf16, float32 sums of the exact products)
+//    with AVX512-BF16's dot-product instruction, for CPUs that have it but no AMX (AMD Zen 4 and
+//    later, Intel Cooper Lake): the MatMul of bf16 weights only (gate/up pairs and q/k/v stacks
+//    fused as with kAmx); attention stays float32. About twice kF32's prefill where float32 FMAs
+//    and the dot products issue at the same rate (docs/performance.md, "AVX512-BF16 products");
+//    its bits differ from kAmx's and kF32's; batch invariant like every op. Needs AVX512-BF16 and
+//    the AVX-512 kernels.
+enum class Bf16MatMul : std::uint8_t { kF32, kAmx, kAvx512Bf16 };
 
-std::string_view Bf16MatMulName(Bf16MatMul mode);  // "f32", "amx"
+std::string_view Bf16MatMulName(Bf16MatMul mode);  // "f32", "amx", "avx512bf16"
 // A --bf16-matmul value for a backend of `isa` (a --cpu-isa value, kAuto included); nullopt for an
-// unknown name, or for "amx" where this binary and CPU (and OS) cannot run it or `isa` resolves to
-// another copy than avx512, with *error saying which.
+// unknown name, or for "amx" / "avx512bf16" where this binary and CPU (and OS) cannot run it or
+// `isa` resolves to another copy than avx512, with *error saying which.
 std::optional<Bf16MatMul> ParseAvailableBf16MatMul(std::string_view name, CpuIsa isa,
                                                    std::string* error);
 // Whether the CPU has AMX-TILE, AMX-BF16 and AVX512-BF16, the build has the AVX-512 kernels, and
 // the OS grants this process the tile registers (asked for here, once; the grant is per process).
 bool IsAmxBf16Available();
+// Whether the CPU has AVX512-BF16 (with the AVX-512 kernels' features) and the build has them.
+bool IsAvx512Bf16Available();
 
 struct CpuBackendOptions {
   int num_threads = 0;  // 0: hardware concurrency
@@ -187,8 +196,8 @@ struct CpuBackendOptions {
   // row-major prefill (docs/performance.md, "Panel MatMul"); kRows keeps the 16-lane dot order.
   // Results differ in the last bits between the two, so every worker of a cluster uses one.
   WeightLayout matmul_layout = WeightLayout::kPanels;
-  // kAmx needs IsAmxBf16Available() and isa kAuto or kAvx512; CreateCpuBackend throws
-  // std::invalid_argument otherwise.
+  // kAmx needs IsAmxBf16Available(), kAvx512Bf16 IsAvx512Bf16Available(), and both isa kAuto or
+  // kAvx512; CreateCpuBackend throws std::invalid_argument otherwise.
   Bf16MatMul bf16_matmul = Bf16MatMul::kF32;
 };
 
