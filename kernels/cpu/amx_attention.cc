@@ -102,7 +102,71 @@ TANDEM_AMX_TARGET inline void Scale(float* a, int n, float scale) {
   }
 }
 
-// Rows [r0, r0 + 16) of a unit (those below `row_end` exist): scores, softmax, weighted sum.
+// The scores of kRows rows against key tiles [0, key_tiles) with VDPBF16PS on the AMX operands
+// as packed: row i's score for position n is one float32 accumulator onto which the instruction
+// adds (query pair k, key pair k of n) for the 16 pairs of each 32-dim chunk, chunks in order.
+TANDEM_AMX_TARGET void DpScores(const Shape& s, int key_tiles, int ctx_cap, const Scratch& w) {
+  const auto* queries = reinterpret_cast<const std::uint32_t*>(w.queries);
+  for (int j = 0; j < key_tiles; ++j) {
+    const std::uint16_t* keys = w.keys + static_cast<std::int64_t>(j) * s.dim_chunks * kTileElems;
+    __m512 acc[kRows];
+#pragma GCC unroll 16
+    for (int i = 0; i < kRows; ++i) acc[i] = _mm512_setzero_ps();
+    for (int c = 0; c < s.dim_chunks; ++c) {
+      for (int k = 0; k < kDims / 2; ++k) {
+        const __m512bh key = (__m512bh)_mm512_loadu_si512(keys + c * kTileElems + k * 32);
+        const std::uint32_t* q = queries + c * (kTileElems / 2) + k;
+#pragma GCC unroll 16
+        for (int i = 0; i < kRows; ++i) {
+          acc[i] = _mm512_dpbf16_ps(
+              acc[i], (__m512bh)_mm512_set1_epi32(static_cast<int>(q[i * kDims / 2])), key);
+        }
+      }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < kRows; ++i) {
+      _mm512_storeu_ps(w.scores + static_cast<std::int64_t>(i) * ctx_cap + j * kKeys, acc[i]);
+    }
+  }
+}
+
+// The weighted sums of rows [0, rows) over positions [0, last_ctx) with VDPBF16PS: dim d of row
+// i is one float32 accumulator onto which the instruction adds (weight pair, value pair) for the
+// position pairs in order from 0 (positions past a row's own weigh exactly 0).
+TANDEM_AMX_TARGET void DpWeightedSums(const GqaAttentionParams& p, const Shape& s, int rows,
+                                      int last_ctx, int ctx_cap, const Scratch& w,
+                                      const std::int64_t* q_rows) {
+  const auto* probs = reinterpret_cast<const std::uint32_t*>(w.probs);
+  const int chunks = (last_ctx + kPairs - 1) / kPairs;
+  for (int d = 0; d < s.dim_tiles; ++d) {
+    __m512 acc[kRows];
+#pragma GCC unroll 16
+    for (int i = 0; i < kRows; ++i) acc[i] = _mm512_setzero_ps();
+    for (int c = 0; c < chunks; ++c) {
+      const std::uint16_t* values =
+          w.values + (static_cast<std::int64_t>(c) * s.dim_tiles + d) * kTileElems;
+      for (int k = 0; k < kPairs / 2; ++k) {
+        const __m512bh value = (__m512bh)_mm512_loadu_si512(values + k * 32);
+        const std::uint32_t* prob = probs + c * (kPairs / 2) + k;
+#pragma GCC unroll 16
+        for (int i = 0; i < kRows; ++i) {
+          acc[i] = _mm512_dpbf16_ps(acc[i],
+                                    (__m512bh)_mm512_set1_epi32(static_cast<int>(
+                                        prob[static_cast<std::int64_t>(i) * (ctx_cap / 2)])),
+                                    value);
+        }
+      }
+    }
+    const __mmask16 m = FirstLanes(s.hd - d * kDimTile);
+    for (int i = 0; i < rows; ++i) {
+      _mm512_mask_storeu_ps(p.out + q_rows[i] * s.hd + d * kDimTile, m, acc[i]);
+    }
+  }
+}
+
+// Rows [r0, r0 + 16) of a unit (those below `row_end` exist): scores, softmax, weighted sum, on
+// AMX tiles (kAmx) or with VDPBF16PS on the same packed operands.
+template <bool kAmx>
 TANDEM_AMX_TARGET void RowTile(const GqaAttentionParams& p, const Shape& s, int kv_head, int r0,
                                int row_end, int ctx_cap, const Scratch& w) {
   const int rows = std::min(kRows, row_end - r0);
@@ -125,7 +189,8 @@ TANDEM_AMX_TARGET void RowTile(const GqaAttentionParams& p, const Shape& s, int 
   // (Macros: GCC's tile intrinsics take the tile's number as a literal.)
   const std::int64_t score_bytes = static_cast<std::int64_t>(ctx_cap) * sizeof(float);
   const int key_tiles = (last_ctx + kKeys - 1) / kKeys;
-  for (int j0 = 0; j0 < key_tiles; j0 += kAccumulators) {
+  if constexpr (!kAmx) DpScores(s, key_tiles, ctx_cap, w);
+  for (int j0 = 0; kAmx && j0 < key_tiles; j0 += kAccumulators) {
     const int nj = std::min(kAccumulators, key_tiles - j0);
     const std::uint16_t* keys = w.keys + static_cast<std::int64_t>(j0) * s.dim_chunks * kTileElems;
     const std::int64_t key_step = static_cast<std::int64_t>(s.dim_chunks) * kTileElems;
@@ -170,7 +235,12 @@ TANDEM_AMX_TARGET void RowTile(const GqaAttentionParams& p, const Shape& s, int 
   }
   // Weighted sums: up to four dim tiles at once against one load of the weights' tile.
   const std::int64_t prob_bytes = static_cast<std::int64_t>(ctx_cap) * sizeof(std::uint16_t);
-  for (int d0 = 0; d0 < s.dim_tiles; d0 += kAccumulators) {
+  if constexpr (!kAmx) {
+    std::int64_t q_rows[kRows];
+    for (int i = 0; i < rows; ++i) q_rows[i] = q_row(i);
+    DpWeightedSums(p, s, rows, last_ctx, ctx_cap, w, q_rows);
+  }
+  for (int d0 = 0; kAmx && d0 < s.dim_tiles; d0 += kAccumulators) {
     const int nd = std::min(kAccumulators, s.dim_tiles - d0);
     TANDEM_FOR_ACCUMULATORS(nd, TANDEM_ZERO);
     for (int c = 0; c * kPairs < last_ctx; ++c) {
@@ -200,26 +270,32 @@ TANDEM_AMX_TARGET void RowTile(const GqaAttentionParams& p, const Shape& s, int 
 #undef TANDEM_FOR_ACCUMULATORS
 }
 
+template <bool kAmx>
 TANDEM_AMX_TARGET void RunUnit(std::span<const GqaAttentionParams> batch, const Shape& s,
                                const Unit& u, int ctx_cap, const Scratch& w) {
   const GqaAttentionParams& p = batch[u.seq];
   PackCache(p, s, u.kv_head, p.start_pos + (u.row1 - 1) / s.group + 1, w);
-  for (int r0 = u.row0; r0 < u.row1; r0 += kRows) RowTile(p, s, u.kv_head, r0, u.row1, ctx_cap, w);
+  for (int r0 = u.row0; r0 < u.row1; r0 += kRows) {
+    RowTile<kAmx>(p, s, u.kv_head, r0, u.row1, ctx_cap, w);
+  }
 }
 
 TANDEM_AMX_TARGET void RunUnits(std::span<const GqaAttentionParams> batch, const Shape& s,
-                                std::span<const Unit> units, int ctx_cap, const Scratch& w) {
+                                std::span<const Unit> units, int ctx_cap, const Scratch& w,
+                                bool amx) {
+  if (!amx) {
+    for (const Unit& u : units) RunUnit<false>(batch, s, u, ctx_cap, w);
+    return;
+  }
   LoadTileConfig();
-  for (const Unit& u : units) RunUnit(batch, s, u, ctx_cap, w);
+  for (const Unit& u : units) RunUnit<true>(batch, s, u, ctx_cap, w);
   _tile_release();
 }
 
-}  // namespace
-
-void AmxGqaAttention(ThreadPool& pool, std::span<const GqaAttentionParams> batch) {
+void Bf16GqaAttention(ThreadPool& pool, std::span<const GqaAttentionParams> batch, bool amx) {
   if (batch.empty() || batch[0].n_heads <= 0) return;
   if (!SameHeadLayout(batch)) {
-    for (const GqaAttentionParams& one : batch) AmxGqaAttention(pool, std::span(&one, 1));
+    for (const GqaAttentionParams& one : batch) Bf16GqaAttention(pool, std::span(&one, 1), amx);
     return;
   }
   const GqaAttentionParams& first = batch[0];
@@ -273,8 +349,18 @@ void AmxGqaAttention(ThreadPool& pool, std::span<const GqaAttentionParams> batch
     const Scratch w{b, b + key_elems, b + key_elems + value_elems,
                     f, b + key_elems + value_elems + query_elems, f + row_elems};
     const std::size_t u0 = units.size() * task / tasks, u1 = units.size() * (task + 1) / tasks;
-    RunUnits(batch, s, std::span(units).subspan(u0, u1 - u0), ctx_cap, w);
+    RunUnits(batch, s, std::span(units).subspan(u0, u1 - u0), ctx_cap, w, amx);
   });
+}
+
+}  // namespace
+
+void AmxGqaAttention(ThreadPool& pool, std::span<const GqaAttentionParams> batch) {
+  Bf16GqaAttention(pool, batch, /*amx=*/true);
+}
+
+void Dpbf16GqaAttention(ThreadPool& pool, std::span<const GqaAttentionParams> batch) {
+  Bf16GqaAttention(pool, batch, /*amx=*/false);
 }
 
 TANDEM_KERNELS_ISA_END

@@ -19,6 +19,11 @@ TANDEM_KERNELS_ISA_BEGIN
 // own that share its tiles enter with weight exactly 0 and cache padding is 0, so it gets the same
 // bits alone (decode), in a chunk of any size, or in any batch.
 void AmxGqaAttention(ThreadPool& pool, std::span<const GqaAttentionParams> batch);
+// The same with AVX512-BF16's VDPBF16PS on the same packed operands, for kAvx512Bf16 (CPUs without
+// AMX): each score and each output dim is one float32 accumulator onto which the instruction adds
+// one pair (of dims, of positions) at a time in order from 0; batch invariant for the same
+// reasons; its bits differ from AMX's.
+void Dpbf16GqaAttention(ThreadPool& pool, std::span<const GqaAttentionParams> batch);
 
 TANDEM_KERNELS_ISA_END
 #endif  // TANDEM_SIMD_AVX512

@@ -195,6 +195,7 @@ class FastCpuBackend final : public Backend {
   void FullAttention(const FullAttentionParams& p) override { k_.full_attention(pool_, p); }
   void GqaAttentionBatch(std::span<const GqaAttentionParams> batch) override {
     if (amx_) return k_.amx_gqa_attention(pool_, batch);
+    if (bf16_products_) return k_.dpbf16_gqa_attention(pool_, batch);
     k_.gqa_attention(pool_, batch);
   }
   void MlaAttentionBatch(std::span<const MlaAttentionParams> batch) override {
@@ -252,7 +253,7 @@ class FastCpuBackend final : public Backend {
   cpu::ThreadPool pool_;
   WeightLayout matmul_layout_;
   bool amx_;            // Bf16MatMul::kAmx: bf16 products on AMX tiles, attention included
-  bool bf16_products_;  // kAmx or kAvx512Bf16: bf16 weights as tiles, their MatMuls fused
+  bool bf16_products_;  // kAmx or kAvx512Bf16: bf16 tiles, fused MatMuls, bf16 attention
 };
 
 }  // namespace

@@ -42,12 +42,14 @@ constinit const KernelTable TANDEM_KERNELS_TABLE = {
     .amx_bf16_gated_mat_mul = &AmxBf16GatedMatMul,
     .amx_bf16_stacked_mat_mul = &AmxBf16StackedMatMul,
     .amx_gqa_attention = &AmxGqaAttention,
+    .dpbf16_gqa_attention = &Dpbf16GqaAttention,
     .dpbf16_mat_mul_into = &Dpbf16MatMulInto,
 #else
     .amx_bf16_mat_mul = nullptr,
     .amx_bf16_gated_mat_mul = nullptr,
     .amx_bf16_stacked_mat_mul = nullptr,
     .amx_gqa_attention = nullptr,
+    .dpbf16_gqa_attention = nullptr,
     .dpbf16_mat_mul_into = nullptr,
 #endif
 };

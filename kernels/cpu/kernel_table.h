@@ -42,6 +42,8 @@ struct KernelTable {
                                    std::span<float* const> outputs);
   // GqaAttention in bf16 products on AMX (amx_attention.h); as amx_bf16_mat_mul.
   void (*amx_gqa_attention)(ThreadPool& pool, std::span<const GqaAttentionParams> batch);
+  // GqaAttention in bf16 products with AVX512-BF16 (amx_attention.h); as dpbf16_mat_mul_into.
+  void (*dpbf16_gqa_attention)(ThreadPool& pool, std::span<const GqaAttentionParams> batch);
   // MatMul, GatedMatMul (hidden > 0) or StackedMatMul (part_rows not empty) of kBf16Tiles weights
   // with AVX512-BF16 dot products (dpbf16_matmul.h): the AVX-512 copy only, null in the others;
   // callable only where the CPU has AVX512-BF16.
