@@ -36,7 +36,7 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(int argc, const char* const* 
                "bf16 products: f32 (activations stay float32, exact products), amx (operands "
                "rounded to bf16 and multiplied on AMX tiles, bf16 weights' MatMul and attention, "
                "as torch does: several times the prefill throughput, last bits differ; needs "
-               "AMX-BF16) or avx512bf16 (the same for the bf16 weights' MatMul alone, with "
+               "AMX-BF16) or avx512bf16 (the same arithmetic with "
                "AVX512-BF16's dot products: about twice the prefill throughput; needs "
                "AVX512-BF16)",
                "TANDEM_BF16_MATMUL");

@@ -165,13 +165,13 @@ std::optional<CpuIsa> ParseAvailableCpuIsa(std::string_view name, std::string* e
 //    Sapphire Rapids on) and the AVX-512 kernels. bf16 weights are packed into
 //    WeightLayout::kBf16Tiles; other weights keep kF32's MatMul (attention is bf16 whatever the
 //    weights), so it is meant for bf16 checkpoints; MLA attention stays float32.
-//  kAvx512Bf16: kAmx's MatMul arithmetic (x rounded to bf16, float32 sums of the exact products)
-//    with AVX512-BF16's dot-product instruction, for CPUs that have it but no AMX (AMD Zen 4 and
-//    later, Intel Cooper Lake): the MatMul of bf16 weights only (gate/up pairs and q/k/v stacks
-//    fused as with kAmx); attention stays float32. About twice kF32's prefill where float32 FMAs
-//    and the dot products issue at the same rate (docs/performance.md, "AVX512-BF16 products");
-//    its bits differ from kAmx's and kF32's; batch invariant like every op. Needs AVX512-BF16 and
-//    the AVX-512 kernels.
+//  kAvx512Bf16: kAmx's arithmetic (operands rounded to bf16, float32 sums of the exact products:
+//    the MatMul of bf16 weights, gate/up pairs and q/k/v stacks fused alike, and GQA attention's
+//    two products) with AVX512-BF16's dot-product instruction, for CPUs that have it but no AMX
+//    (AMD Zen 4 and later, Intel Cooper Lake). About twice kF32's prefill where float32 FMAs and
+//    the dot products issue at the same rate (docs/performance.md, "AVX512-BF16 products"); its
+//    bits differ from kAmx's and kF32's; batch invariant like every op. Needs AVX512-BF16 and the
+//    AVX-512 kernels.
 enum class Bf16MatMul : std::uint8_t { kF32, kAmx, kAvx512Bf16 };
 
 std::string_view Bf16MatMulName(Bf16MatMul mode);  // "f32", "amx", "avx512bf16"
