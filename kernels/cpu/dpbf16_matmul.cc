@@ -36,12 +36,13 @@ inline __mmask16 Lanes(std::int64_t n) {
 }
 
 // x as bf16 column pairs, in panels of kPanelRows rows: panel i holds rows [12 i, 12 i + h),
-// h = min(12, rows - 12 i), as [pair][h] 32-bit words (pair q of a row: columns 2q and 2q + 1,
-// zeros past `in`), starting at 12 i * pairs words. Panels [p0, p1).
+// h = min(12, rows - 12 i), as [chunk][h][16] 32-bit words (word k of row j in chunk c: columns
+// 32 c + 2 k and + 1, zeros past `in`), starting at 12 i * pairs words: a row's chunk is one
+// 64-byte store here, and a block reads the 16 pairs of its rows at fixed offsets from one
+// pointer. Panels [p0, p1).
 TANDEM_DPBF16_TARGET void PackPanels(const float* x, std::int64_t rows, std::int64_t in,
                                      std::int64_t pairs, std::int64_t p0, std::int64_t p1,
                                      std::uint32_t* xp) {
-  alignas(64) std::uint32_t words[kPairs];
   for (std::int64_t p = p0; p < p1; ++p) {
     const std::int64_t r0 = p * kPanelRows, h = std::min(kPanelRows, rows - r0);
     std::uint32_t* panel = xp + r0 * pairs;
@@ -51,8 +52,8 @@ TANDEM_DPBF16_TARGET void PackPanels(const float* x, std::int64_t rows, std::int
         const std::int64_t c = 2 * q, n = std::clamp<std::int64_t>(in - c, 0, kTileChunkCols);
         const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(Lanes(n - 16), row + c + 16),
                                                _mm512_maskz_loadu_ps(Lanes(n), row + c));
-        _mm512_store_si512(words, reinterpret_cast<const __m512i&>(v));
-        for (std::int64_t k = 0; k < kPairs; ++k) panel[(q + k) * h + j] = words[k];
+        _mm512_storeu_si512(panel + (q / kPairs * h + j) * kPairs,
+                            reinterpret_cast<const __m512i&>(v));
       }
     }
   }
@@ -73,6 +74,7 @@ TANDEM_DPBF16_TARGET void Block(const Bf16TilesJob& job, std::int64_t pairs,
     if constexpr (kTwo) a1[i] = _mm512_setzero_ps();
   }
   for (std::int64_t q = 0; q < pairs; ++q) {
+    const std::int64_t k = q % kPairs;
     if (prefetch) {
       _mm_prefetch(reinterpret_cast<const char*>(w0 + q * kPairElems) + kWeightPrefetchBytes,
                    _MM_HINT_T0);
@@ -84,10 +86,10 @@ TANDEM_DPBF16_TARGET void Block(const Bf16TilesJob& job, std::int64_t pairs,
     const __m512bh wa = (__m512bh)_mm512_loadu_si512(w0 + q * kPairElems);
     __m512bh wb;
     if constexpr (kTwo) wb = (__m512bh)_mm512_loadu_si512(w1 + q * kPairElems);
-    const std::uint32_t* xq = panel + q * R;
+    const std::uint32_t* xq = panel + (q - k) * R + k;
 #pragma GCC unroll 16
     for (int i = 0; i < R; ++i) {
-      const __m512bh xb = (__m512bh)_mm512_set1_epi32(static_cast<int>(xq[i]));
+      const __m512bh xb = (__m512bh)_mm512_set1_epi32(static_cast<int>(xq[i * kPairs]));
       a0[i] = _mm512_dpbf16_ps(a0[i], xb, wa);
       if constexpr (kTwo) a1[i] = _mm512_dpbf16_ps(a1[i], xb, wb);
     }
