@@ -3,6 +3,7 @@
 // configuration. The AVX-512 copy only.
 #include <cstdint>
 
+#include "bf16_tiles_job.h"
 #include "isa.h"
 
 #if defined(TANDEM_SIMD_AVX512)
@@ -33,19 +34,6 @@ TANDEM_AMX_TARGET inline void LoadTileConfig() {
     cfg.tile_rows[t] = 16;
   }
   _tile_loadconfig(&cfg);
-}
-
-// The first n of 16 lanes (none for n <= 0, all from 16 on).
-inline __mmask16 FirstLanes(std::int64_t n) {
-  return static_cast<__mmask16>(n >= 16 ? 0xffff : n <= 0 ? 0 : (1u << n) - 1);
-}
-
-// p[0, n) (n <= 32) rounded to bf16, nearest even (as F32ToBf16 in dtype.h and torch's cast),
-// zeros after: 64 bytes, element i in bits [16i, 16i + 16).
-TANDEM_AMX_TARGET inline __m512i Bf16x32(const float* p, std::int64_t n) {
-  const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(FirstLanes(n - 16), p + 16),
-                                         _mm512_maskz_loadu_ps(FirstLanes(n), p));
-  return reinterpret_cast<const __m512i&>(v);
 }
 
 // The same of p[0, n) x scale (each product rounded to float32 first, as a separate pass would).

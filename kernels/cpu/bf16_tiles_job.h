@@ -1,7 +1,7 @@
 #pragma once
-// One call of a MatMul over WeightLayout::kBf16Tiles weights and where its outputs go: shared by
-// the two engines of bf16 products (AMX tiles: amx_matmul.cc; AVX512-BF16 dot products:
-// dpbf16_matmul.cc). The AVX-512 copy only.
+// What the two engines of bf16 products share (AMX tiles: amx_matmul.cc, amx_attention.cc;
+// AVX512-BF16 dot products: dpbf16_matmul.cc): the rounding of x to bf16, and one call of a MatMul
+// over WeightLayout::kBf16Tiles weights and where its outputs go. The AVX-512 copy only.
 #include <algorithm>
 #include <cstdint>
 #include <span>
@@ -12,6 +12,25 @@
 
 #if defined(TANDEM_SIMD_AVX512)
 TANDEM_KERNELS_ISA_BEGIN
+
+// The AVX-512 copy's target plus AVX512-BF16 (the bf16 conversion and VDPBF16PS); the AMX target
+// (amx_tiles.h) adds the tile instructions, so its functions inline these. Lambdas get no target
+// of their own, so every function that uses these instructions is a named one.
+#define TANDEM_BF16_TARGET \
+  __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+
+// The first n of 16 lanes (none for n <= 0, all from 16 on).
+inline __mmask16 FirstLanes(std::int64_t n) {
+  return static_cast<__mmask16>(n >= 16 ? 0xffff : n <= 0 ? 0 : (1u << n) - 1);
+}
+
+// p[0, n) (n <= 32) rounded to bf16, nearest even (as F32ToBf16 in dtype.h and torch's cast),
+// zeros after: 64 bytes, element i in bits [16i, 16i + 16).
+TANDEM_BF16_TARGET inline __m512i Bf16x32(const float* p, std::int64_t n) {
+  const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(FirstLanes(n - 16), p + 16),
+                                         _mm512_maskz_loadu_ps(FirstLanes(n), p));
+  return reinterpret_cast<const __m512i&>(v);
+}
 
 struct Bf16TilesJob {
   const void* xp;  // x as the engine packed it

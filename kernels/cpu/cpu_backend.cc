@@ -94,22 +94,29 @@ const cpu::KernelTable* CompiledTable(CpuIsa isa) {
   }
 }
 
+// "cpu-avx512", or with bf16 products "cpu-avx512-amx" / "cpu-avx512-avx512bf16".
+std::string BackendName(CpuIsa isa, Bf16MatMul bf16) {
+  std::string name = "cpu-";
+  name += CpuIsaName(isa);
+  if (bf16 != Bf16MatMul::kF32) {
+    name += '-';
+    name += Bf16MatMulName(bf16);
+  }
+  return name;
+}
+
 class FastCpuBackend final : public Backend {
  public:
   FastCpuBackend(const CpuBackendOptions& options, CpuIsa isa)
-      : name_("cpu-" + std::string(CpuIsaName(isa)) +
-              (options.bf16_matmul == Bf16MatMul::kF32
-                   ? ""
-                   : "-" + std::string(Bf16MatMulName(options.bf16_matmul)))),
+      : name_(BackendName(isa, options.bf16_matmul)),
         k_(*CompiledTable(isa)),
         pool_(options.num_threads),
         matmul_layout_(options.matmul_layout),
-        amx_(options.bf16_matmul == Bf16MatMul::kAmx),
-        bf16_products_(options.bf16_matmul != Bf16MatMul::kF32) {}
+        bf16_(options.bf16_matmul) {}
 
   std::string_view name() const override { return name_; }
   WeightLayout preferred_matmul_layout(DType dtype) const override {
-    if (bf16_products_ && dtype == DType::kBF16) return WeightLayout::kBf16Tiles;
+    if (bf16_products() && dtype == DType::kBF16) return WeightLayout::kBf16Tiles;
     return matmul_layout_;
   }
 
@@ -123,13 +130,15 @@ class FastCpuBackend final : public Backend {
     if (w.layout == WeightLayout::kBf16Tiles) return TilesMatMul(x, rows, w, y);
     k_.mat_mul(pool_, x, rows, w, y);
   }
-  bool fuses_matmuls(DType dtype) const override { return bf16_products_ && dtype == DType::kBF16; }
+  bool fuses_matmuls(DType dtype) const override {
+    return bf16_products() && dtype == DType::kBF16;
+  }
   void GatedMatMul(const float* x, std::int64_t rows, const WeightView& gate_up,
                    std::int64_t hidden, float* out) override {
-    if (amx_ && gate_up.layout == WeightLayout::kBf16Tiles) {
+    if (amx() && gate_up.layout == WeightLayout::kBf16Tiles) {
       return k_.amx_bf16_gated_mat_mul(pool_, x, rows, gate_up, hidden, out);
     }
-    if (bf16_products_ && gate_up.layout == WeightLayout::kBf16Tiles) {
+    if (bf16_products() && gate_up.layout == WeightLayout::kBf16Tiles) {
       return k_.dpbf16_mat_mul_into(pool_, x, rows, gate_up, hidden, {}, {}, out);
     }
     Backend::GatedMatMul(x, rows, gate_up, hidden, out);
@@ -137,10 +146,10 @@ class FastCpuBackend final : public Backend {
   void StackedMatMul(const float* x, std::int64_t rows, const WeightView& stacked,
                      std::span<const std::int64_t> part_rows,
                      std::span<float* const> outputs) override {
-    if (amx_ && stacked.layout == WeightLayout::kBf16Tiles) {
+    if (amx() && stacked.layout == WeightLayout::kBf16Tiles) {
       return k_.amx_bf16_stacked_mat_mul(pool_, x, rows, stacked, part_rows, outputs);
     }
-    if (bf16_products_ && stacked.layout == WeightLayout::kBf16Tiles) {
+    if (bf16_products() && stacked.layout == WeightLayout::kBf16Tiles) {
       return k_.dpbf16_mat_mul_into(pool_, x, rows, stacked, 0, part_rows, outputs, nullptr);
     }
     Backend::StackedMatMul(x, rows, stacked, part_rows, outputs);
@@ -194,8 +203,8 @@ class FastCpuBackend final : public Backend {
   }
   void FullAttention(const FullAttentionParams& p) override { k_.full_attention(pool_, p); }
   void GqaAttentionBatch(std::span<const GqaAttentionParams> batch) override {
-    if (amx_) return k_.amx_gqa_attention(pool_, batch);
-    if (bf16_products_) return k_.dpbf16_gqa_attention(pool_, batch);
+    if (amx()) return k_.amx_gqa_attention(pool_, batch);
+    if (bf16_products()) return k_.dpbf16_gqa_attention(pool_, batch);
     k_.gqa_attention(pool_, batch);
   }
   void MlaAttentionBatch(std::span<const MlaAttentionParams> batch) override {
@@ -235,8 +244,8 @@ class FastCpuBackend final : public Backend {
   // gets the same arithmetic (x rounded to bf16, float32 sums) in plain loops, slowly and
   // without the instructions' own sum order.
   void TilesMatMul(const float* x, std::int64_t rows, const WeightView& w, float* y) {
-    if (amx_) return k_.amx_bf16_mat_mul(pool_, x, rows, w, y);
-    if (bf16_products_) return k_.dpbf16_mat_mul_into(pool_, x, rows, w, 0, {}, {}, y);
+    if (amx()) return k_.amx_bf16_mat_mul(pool_, x, rows, w, y);
+    if (bf16_products()) return k_.dpbf16_mat_mul_into(pool_, x, rows, w, 0, {}, {}, y);
     for (std::int64_t r = 0; r < rows; ++r) {
       for (std::int64_t o = 0; o < w.rows; ++o) {
         float sum = 0.0f;
@@ -252,8 +261,11 @@ class FastCpuBackend final : public Backend {
   const cpu::KernelTable& k_;
   cpu::ThreadPool pool_;
   WeightLayout matmul_layout_;
-  bool amx_;            // Bf16MatMul::kAmx: bf16 products on AMX tiles, attention included
-  bool bf16_products_;  // kAmx or kAvx512Bf16: bf16 tiles, fused MatMuls, bf16 attention
+  const Bf16MatMul bf16_;
+  // kAmx: bf16 products on AMX tiles; kAvx512Bf16: with VDPBF16PS.
+  bool amx() const { return bf16_ == Bf16MatMul::kAmx; }
+  // kAmx or kAvx512Bf16: bf16 weights as tiles, their MatMuls fused, GQA attention in bf16.
+  bool bf16_products() const { return bf16_ != Bf16MatMul::kF32; }
 };
 
 }  // namespace
@@ -344,7 +356,6 @@ namespace {
 // Why a backend of `isa` (an available one, or kAuto) cannot run `mode`, as "amx ..." or
 // "avx512bf16 ..."; empty if it can.
 std::string Bf16MatMulRefusal(Bf16MatMul mode, CpuIsa isa) {
-  const std::string name(Bf16MatMulName(mode));
   if (mode == Bf16MatMul::kF32) return "";
   if (mode == Bf16MatMul::kAmx && !IsAmxBf16Available()) {
     return "amx: needs a CPU with AMX-TILE, AMX-BF16 and AVX512-BF16 (Intel Xeon from Sapphire "
@@ -356,7 +367,8 @@ std::string Bf16MatMulRefusal(Bf16MatMul mode, CpuIsa isa) {
            "Sapphire Rapids on) and AVX-512 kernels in this binary; use f32";
   }
   if (ResolveCpuIsa(isa) != CpuIsa::kAvx512) {
-    return name + " runs beside the avx512 kernels, not " + std::string(CpuIsaName(isa));
+    return std::string(Bf16MatMulName(mode)) + " runs beside the avx512 kernels, not " +
+           std::string(CpuIsaName(isa));
   }
   return "";
 }

@@ -1,10 +1,12 @@
 #include "dpbf16_matmul.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <span>
+#include <utility>
 
 #include "bf16_tiles_job.h"
 #include "matmul_tasks.h"
@@ -13,11 +15,6 @@
 #if defined(TANDEM_SIMD_AVX512)
 TANDEM_KERNELS_ISA_BEGIN
 namespace {
-
-// The AVX-512 copy's target plus VDPBF16PS and the bf16 conversion. Lambdas get no target of
-// their own, so every function that uses these instructions is a named one.
-#define TANDEM_DPBF16_TARGET \
-  __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
 
 // Rows of x per register block: 12 rows x 2 weight groups = 24 accumulators, plus the two groups'
 // weights and the broadcast pair, of the 32 vector registers.
@@ -31,29 +28,23 @@ constexpr std::int64_t kPassBytes = 1 << 20;
 // Decode blocks (a few rows) stream their weights from memory: prefetch this far ahead.
 constexpr std::int64_t kWeightPrefetchBytes = 1024;
 
-inline __mmask16 Lanes(std::int64_t n) {
-  return static_cast<__mmask16>(n >= 16 ? 0xffff : n <= 0 ? 0 : (1u << n) - 1);
-}
-
 // x as bf16 column pairs, in panels of kPanelRows rows: panel i holds rows [12 i, 12 i + h),
 // h = min(12, rows - 12 i), as [chunk][h][16] 32-bit words (word k of row j in chunk c: columns
 // 32 c + 2 k and + 1, zeros past `in`), starting at 12 i * pairs words: a row's chunk is one
 // 64-byte store here, and a block reads the 16 pairs of its rows at fixed offsets from one
 // pointer. Panels [p0, p1).
-TANDEM_DPBF16_TARGET void PackPanels(const float* x, std::int64_t rows, std::int64_t in,
-                                     std::int64_t pairs, std::int64_t p0, std::int64_t p1,
-                                     std::uint32_t* xp) {
+TANDEM_BF16_TARGET void PackPanels(const float* x, std::int64_t rows, std::int64_t in,
+                                   std::int64_t pairs, std::int64_t p0, std::int64_t p1,
+                                   std::uint32_t* xp) {
   for (std::int64_t p = p0; p < p1; ++p) {
     const std::int64_t r0 = p * kPanelRows, h = std::min(kPanelRows, rows - r0);
     std::uint32_t* panel = xp + r0 * pairs;
     for (std::int64_t j = 0; j < h; ++j) {
       const float* row = x + (r0 + j) * in;
       for (std::int64_t q = 0; q < pairs; q += kPairs) {
-        const std::int64_t c = 2 * q, n = std::clamp<std::int64_t>(in - c, 0, kTileChunkCols);
-        const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(Lanes(n - 16), row + c + 16),
-                                               _mm512_maskz_loadu_ps(Lanes(n), row + c));
+        const std::int64_t c = 2 * q;
         _mm512_storeu_si512(panel + (q / kPairs * h + j) * kPairs,
-                            reinterpret_cast<const __m512i&>(v));
+                            Bf16x32(row + c, std::clamp<std::int64_t>(in - c, 0, kTileChunkCols)));
       }
     }
   }
@@ -62,9 +53,9 @@ TANDEM_DPBF16_TARGET void PackPanels(const float* x, std::int64_t rows, std::int
 // Rows [r0, r0 + R) (one panel) against weight groups g and, with kTwo, g + 1: the whole
 // reduction pair by pair onto zeroed accumulators, then to the job's destination.
 template <int R, bool kTwo>
-TANDEM_DPBF16_TARGET void Block(const Bf16TilesJob& job, std::int64_t pairs,
-                                const std::uint32_t* panel, std::int64_t r0, std::int64_t g,
-                                bool prefetch) {
+TANDEM_BF16_TARGET void Block(const Bf16TilesJob& job, std::int64_t pairs,
+                              const std::uint32_t* panel, std::int64_t r0, std::int64_t g,
+                              bool prefetch) {
   const std::uint16_t* w0 = job.w + g * job.chunks * kTileGroupRows * kTileChunkCols;
   const std::uint16_t* w1 = w0 + job.chunks * kTileGroupRows * kTileChunkCols;
   __m512 a0[R], a1[R];
@@ -99,7 +90,7 @@ TANDEM_DPBF16_TARGET void Block(const Bf16TilesJob& job, std::int64_t pairs,
     // two accumulators (the same bits as the products apart followed by SiluMul).
     if constexpr (kTwo) {
       const std::int64_t o0 = g / 2 * kOutputs;
-      const __mmask16 m = Lanes(job.hidden - o0);
+      const __mmask16 m = FirstLanes(job.hidden - o0);
       const V16f one = SplatV(1.0f);
 #pragma GCC unroll 16
       for (int i = 0; i < R; ++i) {
@@ -112,12 +103,12 @@ TANDEM_DPBF16_TARGET void Block(const Bf16TilesJob& job, std::int64_t pairs,
     return;
   }
   const Bf16TilesDest d0 = DestOf(job, g);
-  const __mmask16 m0 = Lanes(d0.on);
+  const __mmask16 m0 = FirstLanes(d0.on);
 #pragma GCC unroll 16
   for (int i = 0; i < R; ++i) _mm512_mask_storeu_ps(d0.y + (r0 + i) * d0.stride + d0.o0, m0, a0[i]);
   if constexpr (kTwo) {
     const Bf16TilesDest d1 = DestOf(job, g + 1);
-    const __mmask16 m1 = Lanes(d1.on);
+    const __mmask16 m1 = FirstLanes(d1.on);
 #pragma GCC unroll 16
     for (int i = 0; i < R; ++i) {
       _mm512_mask_storeu_ps(d1.y + (r0 + i) * d1.stride + d1.o0, m1, a1[i]);
@@ -125,27 +116,18 @@ TANDEM_DPBF16_TARGET void Block(const Bf16TilesJob& job, std::int64_t pairs,
   }
 }
 
-template <bool kTwo>
-TANDEM_DPBF16_TARGET void BlockOfHeight(std::int64_t h, const Bf16TilesJob& job, std::int64_t pairs,
-                                        const std::uint32_t* panel, std::int64_t r0, std::int64_t g,
-                                        bool prefetch) {
-  switch (h) {
-#define TANDEM_DPBF16_CASE(n) \
-  case n:                     \
-    return Block<n, kTwo>(job, pairs, panel, r0, g, prefetch);
-    TANDEM_DPBF16_CASE(1)
-    TANDEM_DPBF16_CASE(2) TANDEM_DPBF16_CASE(3) TANDEM_DPBF16_CASE(4) TANDEM_DPBF16_CASE(5)
-        TANDEM_DPBF16_CASE(6) TANDEM_DPBF16_CASE(7) TANDEM_DPBF16_CASE(8) TANDEM_DPBF16_CASE(9)
-            TANDEM_DPBF16_CASE(10) TANDEM_DPBF16_CASE(11) TANDEM_DPBF16_CASE(12)
-#undef TANDEM_DPBF16_CASE
-                default : return;
-  }
+// Block<h, kTwo> for panel heights h = 1..kPanelRows, indexed by h - 1.
+template <bool kTwo, std::size_t... H>
+constexpr auto BlocksByHeight(std::index_sequence<H...>) {
+  return std::array{&Block<static_cast<int>(H) + 1, kTwo>...};
 }
+template <bool kTwo>
+constexpr auto kBlocks = BlocksByHeight<kTwo>(std::make_index_sequence<kPanelRows>());
 
 // Weight groups [g_begin, g_end) against every row of x: pass by pass of panels (each pass's
 // packed x stays in L2), the groups in pairs against each panel of the pass.
-TANDEM_DPBF16_TARGET void GroupRange(const Bf16TilesJob& job, std::int64_t g_begin,
-                                     std::int64_t g_end) {
+TANDEM_BF16_TARGET void GroupRange(const Bf16TilesJob& job, std::int64_t g_begin,
+                                   std::int64_t g_end) {
   const std::int64_t pairs = job.chunks * kPairs;
   const std::int64_t panels = (job.rows + kPanelRows - 1) / kPanelRows;
   const std::int64_t pass_panels = std::max<std::int64_t>(1, kPassBytes / (kPanelRows * pairs * 4));
@@ -160,10 +142,7 @@ TANDEM_DPBF16_TARGET void GroupRange(const Bf16TilesJob& job, std::int64_t g_beg
       for (std::int64_t p = p0; p < p1; ++p) {
         const std::int64_t r0 = p * kPanelRows, h = std::min(kPanelRows, job.rows - r0);
         const std::uint32_t* panel = xp + r0 * pairs;
-        if (two)
-          BlockOfHeight<true>(h, job, pairs, panel, r0, g, prefetch);
-        else
-          BlockOfHeight<false>(h, job, pairs, panel, r0, g, prefetch);
+        (two ? kBlocks<true> : kBlocks<false>)[h - 1](job, pairs, panel, r0, g, prefetch);
       }
     }
   }
@@ -175,8 +154,7 @@ void Dpbf16MatMulInto(ThreadPool& pool, const float* x, std::int64_t rows, const
                       std::int64_t hidden, std::span<const std::int64_t> part_rows,
                       std::span<float* const> outputs, float* y) {
   if (rows <= 0 || w.rows <= 0) return;
-  const std::int64_t chunks = (w.cols + kTileChunkCols - 1) / kTileChunkCols;
-  const std::int64_t pairs = chunks * kPairs;
+  const std::int64_t pairs = (w.cols + kTileChunkCols - 1) / kTileChunkCols * kPairs;
   std::unique_ptr<std::uint32_t[]> xp(new std::uint32_t[static_cast<std::size_t>(rows * pairs)]);
   const std::int64_t groups = (w.rows + kOutputs - 1) / kOutputs;
   const std::int64_t units = (groups + 1) / 2;  // tasks take pairs of groups
