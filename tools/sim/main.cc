@@ -25,7 +25,7 @@ constexpr char kUsage[] =
     "                  [--policy NAME ...] [--capacity-blocks B] [--speedup S] [--block-size T]\n"
     "                  [--decode-capacity-blocks B] [--prefill-slowdown F1,F2,...]\n"
     "                  [--tandem own_work_weight=X|cache_stickiness=X|history_stickiness=X|\n"
-    "                            shared_prefix_seconds=X|\n"
+    "                            shared_prefix_seconds=X|full_stickiness_reused_share=X|\n"
     "                            track_pending=0|1|\n"
     "                            max_in_flight_spread=N|\n"
     "                            prior_prefill_seconds_per_token=X]\n"
@@ -56,6 +56,7 @@ bool SetTandemOption(absl::string_view assignment, tandem::routing::TandemOption
   else if (kv[0] == "track_pending") o->track_pending = v != 0;
   else if (kv[0] == "shared_prefix_seconds") o->shared_prefix_seconds = v;
   else if (kv[0] == "history_stickiness") o->history_stickiness = v;
+  else if (kv[0] == "full_stickiness_reused_share") o->full_stickiness_reused_share = v;
   else if (kv[0] == "max_in_flight_spread") o->max_in_flight_spread = static_cast<int>(v);
   else if (kv[0] == "prior_prefill_seconds_per_token") o->prior_prefill_seconds_per_token = v;
   else return false;

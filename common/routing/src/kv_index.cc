@@ -127,6 +127,10 @@ std::int64_t KvIndex::blocks_on(WorkerSlot w, Tier tier) const {
   return workers_[w].blocks[static_cast<int>(tier)];
 }
 
+std::int64_t KvIndex::evicted_blocks(WorkerSlot w) const {
+  return (w >= 0 && w < kMaxWorkers) ? workers_[w].evicted : 0;
+}
+
 void KvIndex::Match(std::span<const BlockHash> chain, WorkerMask candidates,
                     MatchResult* out) const {
   out->workers.fill(WorkerOverlap{});
@@ -188,6 +192,7 @@ void KvIndex::Remove(WorkerSlot w, Tier tier, std::span<const BlockHash> hashes)
     if ((entry.owners[t] & bit) == 0) continue;
     entry.owners[t] &= ~bit;
     --workers_[w].blocks[t];
+    if (((entry.owners[0] | entry.owners[1] | entry.owners[2]) & bit) == 0) ++workers_[w].evicted;
     if (entry.empty()) Erase(hash);
   }
 }

@@ -40,6 +40,7 @@ class TandemPolicy final : public Policy {
                    view.now_seconds + ttft_[d.prefill]);
     }
     d.decode = ChooseDecode(request, view, internal::DecodePool(view));
+    NoteReuse(request, view, prefill);
     NotePromptEnd(request);
     if (request.session_id != 0) {
       if (sessions_.size() >= options_.max_sessions) sessions_.clear();  // cheap bound
@@ -93,7 +94,84 @@ class TandemPolicy final : public Policy {
     // prompt followed by questions that end in its last block) is a branch point from then on.
     const bool continues = run > 0 && run <= static_cast<int>(request.block_hashes.size()) &&
                            prompt_ends_.erase(request.block_hashes[run - 1]) > 0;
-    return (continues ? options_.history_stickiness : options_.cache_stickiness) / fan_out;
+    if (continues) return options_.history_stickiness / fan_out;
+    return options_.cache_stickiness * BranchStickinessScale(view, pool) / fan_out;
+  }
+
+  // 1 while no prefill worker is idle (a copy's compute would delay others) or while at least
+  // full_stickiness_reused_share of the pool's evictions are asked for again; below that share, in
+  // proportion to it (a copy displaces little that anyone asks for again).
+  double BranchStickinessScale(const ClusterView& view, const SlotList& pool) {
+    if (!(options_.full_stickiness_reused_share > 0)) return 1;
+    bool idle = false;
+    for (WorkerSlot w : pool) idle = idle || view.workers[w].in_flight == 0;
+    if (!idle) return 1;
+    Decay(view, pool);
+    if (!(evicted_blocks_ > 0)) return 0;
+    // A block lost must have been evicted; more "lost" than evicted is a pending prefill that
+    // outlived its prediction, not the cache.
+    const double share = std::min(lost_blocks_, evicted_blocks_) / evicted_blocks_;
+    return std::min(1.0, share / options_.full_stickiness_reused_share);
+  }
+
+  // Brings the decayed counts of lost and evicted blocks to now, evictions from the index's
+  // per-worker counts.
+  void Decay(const ClusterView& view, const SlotList& pool) {
+    const double now = std::max(0.0, view.now_seconds);
+    if (options_.shared_prefix_seconds > 0) {
+      const double f = std::exp(-std::max(0.0, now - reuse_seen_) / options_.shared_prefix_seconds);
+      lost_blocks_ *= f;
+      evicted_blocks_ *= f;
+    }
+    reuse_seen_ = now;
+    if (view.index == nullptr) return;
+    for (WorkerSlot w : pool) {
+      const std::int64_t evicted = view.index->evicted_blocks(w);
+      // Lower than last time: the worker was removed and added again, counting from 0.
+      const std::int64_t before = evicted >= evicted_seen_[w] ? evicted_seen_[w] : 0;
+      evicted_blocks_ += static_cast<double>(evicted - before);
+      evicted_seen_[w] = evicted;
+    }
+  }
+
+  // The leading blocks of `chain` in routed-block memory. Whole prefixes are remembered, so the
+  // memory is prefix-closed and a binary search finds the run.
+  std::size_t SeenRun(std::span<const BlockHash> chain, bool current_only) const {
+    auto seen = [&](BlockHash h) {
+      return seen_.contains(h) || (!current_only && seen_old_.contains(h));
+    };
+    std::size_t lo = 0, hi = chain.size();  // chain[0, lo) seen; chain[hi, end) not
+    while (lo < hi) {
+      const std::size_t mid = lo + (hi - lo) / 2;
+      if (seen(chain[mid])) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    return lo;
+  }
+
+  // Counts this prompt's blocks routed before and now cached nowhere (in the index or on their
+  // way: evicted before they were asked for again) and remembers its full blocks.
+  void NoteReuse(const RouteRequest& request, const ClusterView& view, const SlotList& pool) {
+    if (!(options_.full_stickiness_reused_share > 0) || request.block_size <= 0) return;
+    const std::span<const BlockHash> full = request.block_hashes.first(std::min<std::size_t>(
+        request.block_hashes.size(),
+        static_cast<std::size_t>(std::max<std::int64_t>(0, request.prompt_tokens) /
+                                 request.block_size)));
+    const std::size_t seen_run = SeenRun(full, /*current_only=*/false);
+    std::size_t held_run = 0;
+    for (WorkerSlot w : pool) held_run = std::max(held_run, run_[w]);
+    Decay(view, pool);
+    if (seen_run > held_run) lost_blocks_ += static_cast<double>(seen_run - held_run);
+    for (std::size_t i = SeenRun(full, /*current_only=*/true); i < full.size(); ++i) {
+      if (seen_.size() >= options_.max_seen_blocks) {  // two generations: drop the older
+        seen_old_ = std::move(seen_);
+        seen_.clear();
+      }
+      seen_.insert(full[i]);
+    }
   }
 
   // How many recent requests ended their longest indexed match at the same block as this one
@@ -226,6 +304,12 @@ class TandemPolicy final : public Policy {
   };
   absl::flat_hash_map<BlockHash, SharedPrefix> shared_;
   absl::flat_hash_set<BlockHash> prompt_ends_;  // last full block of each routed prompt
+  // Full blocks of routed prompts (two generations: the older is dropped when the newer fills).
+  absl::flat_hash_set<BlockHash> seen_, seen_old_;
+  // Decayed counts: prefix blocks asked for again and cached nowhere, blocks evicted (as of
+  // reuse_seen_); each prefill worker's eviction count last read from the index.
+  double lost_blocks_ = 0, evicted_blocks_ = 0, reuse_seen_ = 0;
+  std::array<std::int64_t, kMaxWorkers> evicted_seen_{};
 };
 
 }  // namespace

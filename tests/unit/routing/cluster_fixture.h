@@ -22,9 +22,18 @@ class ClusterFixture : public ::testing::Test {
 
   // Worker w caches `chain` on device (through the event path, with its next seq).
   void Cache(WorkerSlot w, const std::vector<BlockHash>& chain, Tier tier = Tier::kDevice) {
+    Publish(w, KvEvent::Kind::kStored, chain, tier);
+  }
+
+  // Worker w evicts `chain` from `tier`.
+  void Evict(WorkerSlot w, const std::vector<BlockHash>& chain, Tier tier = Tier::kDevice) {
+    Publish(w, KvEvent::Kind::kRemoved, chain, tier);
+  }
+
+  void Publish(WorkerSlot w, KvEvent::Kind kind, const std::vector<BlockHash>& chain, Tier tier) {
     KvEvent e;
     e.seq = index_.last_seq(w) + 1;
-    e.kind = KvEvent::Kind::kStored;
+    e.kind = kind;
     e.tier = tier;
     e.block_hashes = chain;
     ASSERT_EQ(*index_.Apply(w, e), EventOutcome::kApplied);

@@ -91,6 +91,25 @@ TEST_F(KvIndexTest, RemovedBlocksStopTheRunAndFreeEntries) {
   EXPECT_EQ(Match({10})[0].device, 1);
 }
 
+TEST_F(KvIndexTest, EvictionsCountBlocksAWorkerNoLongerHoldsInAnyTier) {
+  Apply(0, Stored(1, {10, 11, 12}));
+  Apply(0, Stored(2, {12}, Tier::kHost));
+  Apply(1, Stored(1, {10}));
+  Apply(0, Removed(3, {11, 12, 99}));  // 12 stays on host; 99 was never there
+  EXPECT_EQ(index_.evicted_blocks(0), 1);
+  Apply(0, Removed(4, {12}, Tier::kHost));
+  EXPECT_EQ(index_.evicted_blocks(0), 2);
+  Apply(0, Removed(5, {12}, Tier::kHost));  // already gone: not twice
+  EXPECT_EQ(index_.evicted_blocks(0), 2);
+  EXPECT_EQ(index_.evicted_blocks(1), 0);  // per worker
+  Apply(1, Removed(2, {10}));
+  EXPECT_EQ(index_.evicted_blocks(1), 1);
+  EXPECT_EQ(index_.evicted_blocks(0), 2);
+  ASSERT_TRUE(index_.RemoveWorker(1).ok());
+  EXPECT_EQ(index_.evicted_blocks(1), 0);
+  EXPECT_EQ(index_.evicted_blocks(-1), 0);
+}
+
 TEST_F(KvIndexTest, CandidatesLimitTheMatch) {
   Apply(0, Stored(1, {10, 11}));
   Apply(1, Stored(1, {10, 11}));

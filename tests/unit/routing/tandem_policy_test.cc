@@ -71,6 +71,7 @@ TEST_F(TandemPolicyTest, AHistoryIsWeighedApartFromAPrefixOthersBranchOff) {
   options.history_stickiness = 5;
   options.cache_stickiness = 20;
   options.shared_prefix_seconds = 0;  // no fan-out division: the two weights alone
+  options.full_stickiness_reused_share = 0;  // cache_stickiness in full
   Build(2, 0);
   Cache(1, Chain(1, 400));
   QueuePrefill(1, 1, /*tokens=*/40000);  // 5.02 s
@@ -104,6 +105,7 @@ TEST_F(TandemPolicyTest, APrefixManyRequestsShareIsReplicatedWhereAHistoryIsNot)
     TandemOptions options;
     options.cache_stickiness = 20;
     options.shared_prefix_seconds = shared_prefix_seconds;
+    options.full_stickiness_reused_share = 0;  // in full (see the next test)
     auto policy = MakeTandemPolicy(options);
     table_ = WorkerTable();
     index_ = KvIndex(KvIndex::Options{.max_blocks = 1 << 16});
@@ -116,6 +118,38 @@ TEST_F(TandemPolicyTest, APrefixManyRequestsShareIsReplicatedWhereAHistoryIsNot)
     EXPECT_EQ(Route(*policy, Request(with_tail(9003))).prefill, shared_prefix_seconds > 0 ? 0 : 1)
         << shared_prefix_seconds;
   }
+}
+
+TEST_F(TandemPolicyTest, ABranchPointIsCopiedToAnIdleWorkerWhileTheCachesLoseNothingReused) {
+  // Worker 1 holds a 400-block prefix (0.8 s of compute) and is 1.02 s behind; worker 0 is idle.
+  // For the request alone the idle worker is faster (0.82 s against 1.04 s). Nothing evicted has
+  // been asked for again: the copy displaces nothing anyone wants, so it is made.
+  auto with_tail = [](BlockHash tail) {
+    std::vector<BlockHash> chain = Chain(1, 400);
+    chain.push_back(tail);
+    return chain;
+  };
+  Build(2, 0);
+  Cache(1, Chain(1, 400));
+  QueuePrefill(1, 1, /*tokens=*/8000);
+  auto policy = MakeTandemPolicy();
+  EXPECT_EQ(Route(*policy, Request(with_tail(9001))).prefill, 0);
+  // Evictions nobody asks for again change nothing.
+  Cache(0, Chain(5000, 10));
+  Evict(0, Chain(5000, 10));
+  EXPECT_EQ(Route(*policy, Request(with_tail(9002))).prefill, 0);
+  // A prompt routed before comes back after its blocks were evicted: every eviction so far was
+  // paid for again (10 of 10, over the 0.5% for full stickiness). The prefix stays where it is.
+  auto evicted_then_asked = MakeTandemPolicy();
+  Route(*evicted_then_asked, Request(Chain(6000, 10)));
+  Cache(0, Chain(6000, 10));
+  Evict(0, Chain(6000, 10));
+  Route(*evicted_then_asked, Request(Chain(6000, 10)));
+  EXPECT_EQ(Route(*evicted_then_asked, Request(with_tail(9003))).prefill, 1);
+  // With no idle worker the copy's compute delays someone: in full whatever the caches do.
+  QueuePrefill(0, 1, /*tokens=*/16);
+  auto busy = MakeTandemPolicy();
+  EXPECT_EQ(Route(*busy, Request(with_tail(9004))).prefill, 1);
 }
 
 TEST_F(TandemPolicyTest, LearntSpeedsOutweighQueueLengths) {
@@ -177,7 +211,9 @@ TEST_F(TandemPolicyTest, BoundsTheInFlightSpreadWhenAsked) {
   table_.OnPrefillFinished(1, 0, 1, 0, 0);  // 16 more: allowed again
   EXPECT_EQ(Route(*policy_, Request(Chain(1, 400))).prefill, 1);
   // The default has no such bound: a count of requests is not work.
-  auto unbounded = MakeTandemPolicy();
+  TandemOptions defaults;
+  defaults.full_stickiness_reused_share = 0;  // worker 0 is idle: the prefix would be copied there
+  auto unbounded = MakeTandemPolicy(defaults);
   QueuePrefill(1, 100, /*tokens=*/0);
   EXPECT_EQ(Route(*unbounded, Request(Chain(1, 400))).prefill, 1);
 }

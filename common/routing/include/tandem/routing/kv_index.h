@@ -77,6 +77,9 @@ class KvIndex {
   std::size_t max_blocks() const { return options_.max_blocks; }
   // Blocks the index believes worker w holds in `tier`.
   std::int64_t blocks_on(WorkerSlot w, Tier tier) const;
+  // Blocks removed events took off w that it then held in no tier, counted since w was added
+  // (callers take differences; a count that went down means the worker was removed and re-added).
+  std::int64_t evicted_blocks(WorkerSlot w) const;
   WorkerMask known_workers() const { return known_; }
 
  private:
@@ -97,6 +100,7 @@ class KvIndex {
     std::uint64_t last_seq = 0;
     bool stale = false;
     std::array<std::int64_t, kNumTiers> blocks{};
+    std::int64_t evicted = 0;
   };
 
   absl::Status CheckWorker(WorkerSlot w) const;

@@ -89,6 +89,16 @@ struct TandemOptions {
   // conversations move often enough to lose hit rate (Mooncake at 5). docs/routing.md,
   // "Sensitivity".
   double history_stickiness = 14.0;
+  // A copy of a branch point costs the pool twice: its compute, and the room it takes from other
+  // prefixes. While some prefill worker is idle the compute delays nobody, so there
+  // cache_stickiness is charged in proportion to the second cost only: the share of the pool's
+  // evictions that are asked for again (prefix blocks routed before and now cached nowhere, over
+  // blocks evicted; decayed over shared_prefix_seconds), in full from this share on. Where the
+  // caches lose nothing that is asked for again (large caches) a popular prefix is copied to an
+  // idle worker as soon as that is faster for the request; where they do (small caches, many
+  // documents) it stays. 0: always in full. docs/routing.md, "Sensitivity".
+  double full_stickiness_reused_share = 0.005;
+  std::size_t max_seen_blocks = std::size_t{1} << 20;  // per generation of routed-block memory
   std::size_t max_shared_prefixes = 1 << 16;
   // Blocks routed to a worker and not yet stored there count as held by it until the request's
   // predicted TTFT, while the worker has prefills in flight (the index learns them only when they
