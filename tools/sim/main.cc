@@ -28,7 +28,8 @@ constexpr char kUsage[] =
     "                            shared_prefix_seconds=X|full_stickiness_reused_share=X|\n"
     "                            track_pending=0|1|\n"
     "                            max_in_flight_spread=N|\n"
-    "                            prior_prefill_seconds_per_token=X]\n"
+    "                            prior_prefill_seconds_per_token=X|\n"
+    "                            prefill_overhead_seconds=X]\n"
     "                  [--prefill-hold-depth N] [--prefill-hold-aging X]  (tandem's hold queue)\n"
     "                  [--hold-every-policy 0|1]  (1: the baselines behind the same queue)\n"
     "                  [--per-request PREFIX]  (PREFIX.POLICY.tsv: arrival, prompt, computed,\n"
@@ -57,6 +58,7 @@ bool SetTandemOption(absl::string_view assignment, tandem::routing::TandemOption
   else if (kv[0] == "shared_prefix_seconds") o->shared_prefix_seconds = v;
   else if (kv[0] == "history_stickiness") o->history_stickiness = v;
   else if (kv[0] == "full_stickiness_reused_share") o->full_stickiness_reused_share = v;
+  else if (kv[0] == "prefill_overhead_seconds") o->prefill_overhead_seconds = v;
   else if (kv[0] == "max_in_flight_spread") o->max_in_flight_spread = static_cast<int>(v);
   else if (kv[0] == "prior_prefill_seconds_per_token") o->prior_prefill_seconds_per_token = v;
   else return false;

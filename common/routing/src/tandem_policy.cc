@@ -22,6 +22,7 @@ class TandemPolicy final : public Policy {
  public:
   explicit TandemPolicy(TandemOptions options)
       : options_(options),
+        unmeasured_seconds_per_token_(options.prior_prefill_seconds_per_token),
         pending_(options.max_pending_blocks, options.max_pending_blocks_per_request) {}
 
   absl::string_view name() const override { return "tandem"; }
@@ -63,7 +64,22 @@ class TandemPolicy final : public Policy {
   }
 
   double SecondsPerToken(const WorkerState& s) const {
-    return s.PrefillSecondsPerToken(options_.prior_prefill_seconds_per_token);
+    return s.PrefillSecondsPerToken(unmeasured_seconds_per_token_);
+  }
+
+  // What a worker that has not finished a prefill yet is assumed to take per token: the prior, or
+  // the fastest measured worker of its pool where that is faster. Optimistic, so that it is tried
+  // and measured: with a prior the measured workers beat (a small model on fast cores) unmeasured
+  // workers would look slow, never be picked and never be measured, and the pool would shrink to
+  // the first workers used (docs/routing.md, rule 1).
+  void SetUnmeasuredSpeed(const ClusterView& view, const SlotList& pool) {
+    unmeasured_seconds_per_token_ = options_.prior_prefill_seconds_per_token;
+    for (WorkerSlot w : pool) {
+      const double measured = view.workers[w].prefill_seconds_per_token;
+      if (measured > 0) {
+        unmeasured_seconds_per_token_ = std::min(unmeasured_seconds_per_token_, measured);
+      }
+    }
   }
 
   double PredictTtft(const RouteRequest& request, const WorkerState& s, std::int64_t cached,
@@ -206,6 +222,7 @@ class TandemPolicy final : public Policy {
 
   WorkerSlot ChoosePrefill(const RouteRequest& request, const ClusterView& view,
                            const SlotList& pool) {
+    SetUnmeasuredSpeed(view, pool);
     const int in_flight_cap = InFlightCap(view, pool);
     // Recomputing what is cached elsewhere also delays the requests that will queue behind this
     // one: the busier the pool, the more a hit is worth against a shorter queue.
@@ -290,6 +307,7 @@ class TandemPolicy final : public Policy {
   }
 
   TandemOptions options_;
+  double unmeasured_seconds_per_token_ = 0;  // set per decision (SetUnmeasuredSpeed)
   internal::PendingPrefixes pending_;
   MatchResult match_;
   // Per worker, for the decision being made: predicted TTFT, cached tokens and cached run in

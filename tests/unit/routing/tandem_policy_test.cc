@@ -165,6 +165,25 @@ TEST_F(TandemPolicyTest, LearntSpeedsOutweighQueueLengths) {
   EXPECT_EQ(Route(*policy_, Request(Chain(1, 4))).prefill, 1);
 }
 
+TEST_F(TandemPolicyTest, AnUnmeasuredWorkerIsAssumedAsFastAsTheFastestMeasuredOne) {
+  // Worker 0 measured 20 us per token, 8x faster than the prior (125 us), and has 1,000 tokens
+  // queued; worker 1 never ran a prefill. At the prior, worker 1 would look 0.145 s away against
+  // worker 0's 0.08 s and never be tried; assumed as fast as worker 0 it is 0.04 s away.
+  Build(2, 0);
+  table_.OnPrefillDispatched(0, 1000, 1);
+  table_.OnPrefillFinished(0, 1000, 1, 1000, 0.02);
+  QueuePrefill(0, 1, /*tokens=*/1000);
+  EXPECT_EQ(Route(*policy_, Request(Chain(1, 63))).prefill, 1);
+  // A measured worker slower than the prior does not make the unmeasured one look slow.
+  table_ = WorkerTable();
+  Build(2, 0);
+  table_.OnPrefillDispatched(0, 1000, 1);
+  table_.OnPrefillFinished(0, 1000, 1, 1000, 1.0);  // 1 ms per token
+  table_.OnPrefillDispatched(1, 100, 1);            // 0.0125 s queued at the prior
+  const RouteDecision d = Route(*policy_, Request(Chain(1, 63)));
+  EXPECT_EQ(d.prefill, 1);
+}
+
 TEST_F(TandemPolicyTest, CountsWorkAlreadyDoneOnTheRunningPrefill) {
   Build(2, 0);
   // Both hold 48,000 queued tokens (6 s at the prior speed); worker 1's started 5.9 s ago.
