@@ -1,9 +1,10 @@
 // Ours: prefill where the request's first token is predicted soonest, from the worker's queued
 // prefill work plus this prompt's uncached tokens at the worker's learnt speed, less a multiple of
-// what the worker already holds of the prompt (keeps conversations where their KV is). A session sticks
-// to its previous worker while that costs little. No worker is picked with far more requests in
-// flight than its pool's least loaded. Decode where the predicted step time is lowest among workers
-// with KV room for the whole request.
+// what the worker already holds of the prompt (keeps conversations where their KV is; a shared
+// prefix is copied where a copy displaces nothing asked for again), plus what storing the prompt
+// on a full cache would push out that is asked for again. A session sticks to its previous worker
+// while that costs little. Decode where the predicted step time is lowest among workers with KV
+// room for the whole request. docs/routing.md, "Policies".
 #include <cmath>
 #include <limits>
 
@@ -122,22 +123,35 @@ class TandemPolicy final : public Policy {
     bool idle = false;
     for (WorkerSlot w : pool) idle = idle || view.workers[w].in_flight == 0;
     if (!idle) return 1;
-    Decay(view, pool);
-    if (!(evicted_blocks_ > 0)) return 0;
-    // A block lost must have been evicted; more "lost" than evicted is a pending prefill that
-    // outlived its prediction, not the cache.
-    const double share = std::min(lost_blocks_, evicted_blocks_) / evicted_blocks_;
-    return std::min(1.0, share / options_.full_stickiness_reused_share);
+    return std::min(1.0, ReusedShare(view, pool) / options_.full_stickiness_reused_share);
   }
 
-  // Brings the decayed counts of lost and evicted blocks to now, evictions from the index's
-  // per-worker counts.
+  // The pool's share of evictions asked for again (rule 4c's weight), 0 when rule 4c is off.
+  double DisplacedReuseShare(const ClusterView& view, const SlotList& pool) {
+    if (!(options_.displaced_history_stickiness > 0) ||
+        !(options_.full_stickiness_reused_share > 0)) {
+      return 0;
+    }
+    return ReusedShare(view, pool);
+  }
+
+  // Lost over evicted blocks, decayed (0 before any eviction). A block lost must have been
+  // evicted; more "lost" than evicted is a pending prefill that outlived its prediction.
+  double ReusedShare(const ClusterView& view, const SlotList& pool) {
+    Decay(view, pool);
+    if (!(evicted_blocks_ > 0)) return 0;
+    return std::min(lost_blocks_, evicted_blocks_) / evicted_blocks_;
+  }
+
+  // Brings the decayed counts of lost and evicted blocks (pool and per worker) to now, evictions
+  // from the index's per-worker counts.
   void Decay(const ClusterView& view, const SlotList& pool) {
     const double now = std::max(0.0, view.now_seconds);
     if (options_.shared_prefix_seconds > 0) {
       const double f = std::exp(-std::max(0.0, now - reuse_seen_) / options_.shared_prefix_seconds);
       lost_blocks_ *= f;
       evicted_blocks_ *= f;
+      for (WorkerSlot w : pool) evicted_recent_[w] *= f;
     }
     reuse_seen_ = now;
     if (view.index == nullptr) return;
@@ -146,6 +160,7 @@ class TandemPolicy final : public Policy {
       // Lower than last time: the worker was removed and added again, counting from 0.
       const std::int64_t before = evicted >= evicted_seen_[w] ? evicted_seen_[w] : 0;
       evicted_blocks_ += static_cast<double>(evicted - before);
+      evicted_recent_[w] += static_cast<double>(evicted - before);
       evicted_seen_[w] = evicted;
     }
   }
@@ -262,6 +277,7 @@ class TandemPolicy final : public Policy {
       }
     }
     const double stickiness = Stickiness(request, view, pool);
+    const double displaced_share = DisplacedReuseShare(view, pool);
     // Score: predicted TTFT less the worth of what the worker already holds of this prompt.
     WorkerSlot best = kNoWorker;
     double best_score = INFINITY;
@@ -269,7 +285,12 @@ class TandemPolicy final : public Policy {
       if (ttft[w] == INFINITY) continue;
       const double cached_seconds =
           static_cast<double>(cached[w]) * SecondsPerToken(view.workers[w]);
-      const double score = ttft[w] - stickiness * cached_seconds;
+      double score = ttft[w] - stickiness * cached_seconds;
+      if (displaced_share > 0 && evicted_recent_[w] >= 1) {  // w is evicting: its cache is full
+        score += options_.displaced_history_stickiness * displaced_share *
+                 static_cast<double>(request.prompt_tokens - cached[w]) *
+                 SecondsPerToken(view.workers[w]);
+      }
       if (best == kNoWorker || score < best_score) {
         best = w;
         best_score = score;
@@ -328,6 +349,7 @@ class TandemPolicy final : public Policy {
   // reuse_seen_); each prefill worker's eviction count last read from the index.
   double lost_blocks_ = 0, evicted_blocks_ = 0, reuse_seen_ = 0;
   std::array<std::int64_t, kMaxWorkers> evicted_seen_{};
+  std::array<double, kMaxWorkers> evicted_recent_{};  // decayed, per prefill worker
 };
 
 }  // namespace

@@ -152,6 +152,41 @@ TEST_F(TandemPolicyTest, ABranchPointIsCopiedToAnIdleWorkerWhileTheCachesLoseNot
   EXPECT_EQ(Route(*busy, Request(with_tail(9004))).prefill, 1);
 }
 
+TEST_F(TandemPolicyTest, ANewPromptAvoidsAFullCacheWhoseEvictionsAreAskedForAgain) {
+  // Worker 0 holds a 100-block system prompt; both workers are idle. Alone, a new conversation
+  // under that prompt is faster on worker 0 (800 new tokens: 0.12 s, against 0.32 s on worker 1
+  // computing all 2,400). Once worker 0 is evicting blocks that are asked for again (here every
+  // one), storing 800 more tokens there costs 14 x their compute time x that share (1.4 s): it
+  // goes to worker 1, which has room. cache_stickiness 0 keeps rule 4b's weight out of it.
+  std::vector<BlockHash> conversation = Chain(1, 100);
+  for (BlockHash h = 9000; h < 9050; ++h) conversation.push_back(h);
+  auto setup = [&](bool evicting) {
+    table_ = WorkerTable();
+    index_ = KvIndex(KvIndex::Options{.max_blocks = 1 << 16});
+    Build(2, 0);
+    Cache(0, Chain(1, 100));
+    if (evicting) {
+      Cache(0, Chain(6000, 10));
+      Evict(0, Chain(6000, 10));
+    }
+  };
+  TandemOptions options;
+  options.cache_stickiness = 0;
+  for (bool evicting : {false, true}) {
+    setup(evicting);
+    auto policy = MakeTandemPolicy(options);
+    Route(*policy, Request(Chain(6000, 10)));  // routed once; evicted (or not) since
+    Route(*policy, Request(Chain(6000, 10)));  // asked for again
+    EXPECT_EQ(Route(*policy, Request(conversation)).prefill, evicting ? 1 : 0) << evicting;
+  }
+  options.displaced_history_stickiness = 0;  // the rule off
+  setup(true);
+  auto off = MakeTandemPolicy(options);
+  Route(*off, Request(Chain(6000, 10)));
+  Route(*off, Request(Chain(6000, 10)));
+  EXPECT_EQ(Route(*off, Request(conversation)).prefill, 0);
+}
+
 TEST_F(TandemPolicyTest, LearntSpeedsOutweighQueueLengths) {
   Build(2, 0);
   // Worker 0 turns out 100x slower than worker 1.

@@ -99,6 +99,13 @@ struct TandemOptions {
   // documents) it stays. 0: always in full. docs/routing.md, "Sensitivity".
   double full_stickiness_reused_share = 0.005;
   std::size_t max_seen_blocks = std::size_t{1} << 20;  // per generation of routed-block memory
+  // What a prompt stored on a worker that is evicting costs: the blocks it pushes out are asked
+  // for again at the pool's measured share (above), each a piece of someone's history lost, so
+  // charged like moving a history: this many times the compute time of the prompt's uncached
+  // tokens x that share. Keeps new prompts off full caches while other workers have room (a
+  // shared system prompt no longer pins every new conversation to its first holders). 0: off;
+  // needs full_stickiness_reused_share > 0 (the measurement). docs/routing.md, rule 4c.
+  double displaced_history_stickiness = 14.0;
   std::size_t max_shared_prefixes = 1 << 16;
   // Blocks routed to a worker and not yet stored there count as held by it until the request's
   // predicted TTFT, while the worker has prefills in flight (the index learns them only when they
