@@ -42,7 +42,7 @@ class TandemPolicy final : public Policy {
                    view.now_seconds + ttft_[d.prefill]);
     }
     d.decode = ChooseDecode(request, view, internal::DecodePool(view));
-    NoteReuse(request, view, prefill);
+    NoteReuse(request, prefill);
     NotePromptEnd(request);
     if (request.session_id != 0) {
       if (sessions_.size() >= options_.max_sessions) sessions_.clear();  // cheap bound
@@ -123,16 +123,7 @@ class TandemPolicy final : public Policy {
     bool idle = false;
     for (WorkerSlot w : pool) idle = idle || view.workers[w].in_flight == 0;
     if (!idle) return 1;
-    return std::min(1.0, ReusedShare(view, pool) / options_.full_stickiness_reused_share);
-  }
-
-  // The pool's share of evictions asked for again (rule 4c's weight), 0 when rule 4c is off.
-  double DisplacedReuseShare(const ClusterView& view, const SlotList& pool) {
-    if (!(options_.displaced_history_stickiness > 0) ||
-        !(options_.full_stickiness_reused_share > 0)) {
-      return 0;
-    }
-    return ReusedShare(view, pool);
+    return std::min(1.0, reused_share_ / options_.full_stickiness_reused_share);
   }
 
   // Lost over evicted blocks, decayed (0 before any eviction). A block lost must have been
@@ -185,7 +176,7 @@ class TandemPolicy final : public Policy {
 
   // Counts this prompt's blocks routed before and now cached nowhere (in the index or on their
   // way: evicted before they were asked for again) and remembers its full blocks.
-  void NoteReuse(const RouteRequest& request, const ClusterView& view, const SlotList& pool) {
+  void NoteReuse(const RouteRequest& request, const SlotList& pool) {
     if (!(options_.full_stickiness_reused_share > 0) || request.block_size <= 0) return;
     const std::span<const BlockHash> full = request.block_hashes.first(std::min<std::size_t>(
         request.block_hashes.size(),
@@ -194,7 +185,7 @@ class TandemPolicy final : public Policy {
     const std::size_t seen_run = SeenRun(full, /*current_only=*/false);
     std::size_t held_run = 0;
     for (WorkerSlot w : pool) held_run = std::max(held_run, run_[w]);
-    Decay(view, pool);
+    // The counts were brought to now by this decision's ReusedShare (ChoosePrefill).
     if (seen_run > held_run) lost_blocks_ += static_cast<double>(seen_run - held_run);
     for (std::size_t i = SeenRun(full, /*current_only=*/true); i < full.size(); ++i) {
       if (seen_.size() >= options_.max_seen_blocks) {  // two generations: drop the older
@@ -238,6 +229,8 @@ class TandemPolicy final : public Policy {
   WorkerSlot ChoosePrefill(const RouteRequest& request, const ClusterView& view,
                            const SlotList& pool) {
     SetUnmeasuredSpeed(view, pool);
+    // Once per decision: rule 4b's scale and rule 4c's charge both read it.
+    reused_share_ = options_.full_stickiness_reused_share > 0 ? ReusedShare(view, pool) : 0;
     const int in_flight_cap = InFlightCap(view, pool);
     // Recomputing what is cached elsewhere also delays the requests that will queue behind this
     // one: the busier the pool, the more a hit is worth against a shorter queue.
@@ -277,7 +270,7 @@ class TandemPolicy final : public Policy {
       }
     }
     const double stickiness = Stickiness(request, view, pool);
-    const double displaced_share = DisplacedReuseShare(view, pool);
+    const double displaced_share = options_.displaced_history_stickiness > 0 ? reused_share_ : 0;
     // Score: predicted TTFT less the worth of what the worker already holds of this prompt.
     WorkerSlot best = kNoWorker;
     double best_score = INFINITY;
@@ -329,6 +322,7 @@ class TandemPolicy final : public Policy {
 
   TandemOptions options_;
   double unmeasured_seconds_per_token_ = 0;  // set per decision (SetUnmeasuredSpeed)
+  double reused_share_ = 0;  // set per decision (ChoosePrefill): ReusedShare, rules 4b and 4c
   internal::PendingPrefixes pending_;
   MatchResult match_;
   // Per worker, for the decision being made: predicted TTFT, cached tokens and cached run in
