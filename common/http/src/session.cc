@@ -1,9 +1,5 @@
 #include "session.h"
 
-#include <chrono>
-#include <optional>
-#include <string>
-
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
@@ -12,6 +8,10 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
+#include <chrono>
+#include <optional>
+#include <string>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -196,6 +196,15 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
                          self->DisarmDeadline();
                          if (ec || self->phase_ == Phase::kClosed) return self->CloseNow();
                          if (!keep_alive) return self->CloseAfterResponse();
+                         // The cancelled disconnect watch of a deferred answer still owns a read
+                         // into buffer_ until its handler runs, which with several I/O threads
+                         // can come after this; the next request waits for it, or that late
+                         // handler would find the next request pending and take the aborted read
+                         // for the client leaving.
+                         if (self->watching_) {
+                           self->next_request_after_watch_ = true;
+                           return;
+                         }
                          self->WaitForNextRequest();
                        });
   }
@@ -269,6 +278,9 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
           self->watching_ = false;
           if (!ec) self->buffer_.commit(bytes);
           if (self->phase_ == Phase::kClosed) return;
+          if (std::exchange(self->next_request_after_watch_, false)) {
+            return self->WaitForNextRequest();
+          }
           const bool gone = ec || self->buffer_.size() > self->config_.max_header_bytes;
           if (self->phase_ == Phase::kDeferred) {
             if (!gone) return self->WatchForDisconnect();
@@ -380,6 +392,8 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
   bool final_chunk_queued_ = false;
   bool stream_done_ = false;
   bool watching_ = false;  // a disconnect watch (read) is pending
+  bool next_request_after_watch_ =
+      false;  // a response went out while a cancelled watch was pending
 };
 
 }  // namespace

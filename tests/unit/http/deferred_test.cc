@@ -1,5 +1,6 @@
 #include <atomic>
 #include <thread>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -217,6 +218,60 @@ TEST(DeferredTest, ShutdownCancelsAPendingResponder) {
   server->Shutdown(absl::Milliseconds(100));
   EXPECT_TRUE(p.cancelled->HasBeenNotified());
   EXPECT_TRUE(p.client->WaitForClose(milliseconds(2000)));
+}
+
+// Each deferred request leaves a disconnect watch (a read) on its socket, cancelled when the
+// answer comes. With several I/O threads the cancelled read's completion can reach the
+// connection's strand late, after the answer is written and the client's next request has
+// arrived; it must not be taken for a disconnect of that next request. Many connections, each
+// alternating plain and streamed deferred answers on one keep-alive socket, make that ordering
+// likely enough to catch.
+TEST(DeferredTest, KeepAliveSurvivesTheCancelledWatchOfTheRequestBefore) {
+  ServerConfig config;
+  config.io_threads = 8;
+  Router router;
+  ASSERT_TRUE(router
+                  .Handle("GET", "/plain",
+                          [](const Request&) -> HandlerResult {
+                            return DeferredResponse{[](std::shared_ptr<Responder> r) {
+                              r->Respond(Response::Text(200, "plain"));
+                            }};
+                          })
+                  .ok());
+  ASSERT_TRUE(router
+                  .Handle("GET", "/stream",
+                          [](const Request&) -> HandlerResult {
+                            return DeferredResponse{[](std::shared_ptr<Responder> r) {
+                              SseResponse sse;
+                              sse.on_open = [](std::shared_ptr<SseWriter> w) {
+                                (void)w->TryWrite(SseEvent{.data = "event"});
+                                w->Close();
+                              };
+                              r->RespondStream(std::move(sse));
+                            }};
+                          })
+                  .ok());
+  auto server = Server::Start(std::move(config), std::move(router)).value();
+  constexpr int kConnections = 16;
+  constexpr int kRounds = 2000;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kConnections; ++c) {
+    clients.emplace_back([&] {
+      auto client = RawClient::Connect(server->port());
+      for (int round = 0; round < kRounds && client; ++round) {
+        const bool stream = round % 2 == 1;
+        if (!client->Send(stream ? "GET /stream HTTP/1.1\r\nHost: t\r\n\r\n"
+                                 : "GET /plain HTTP/1.1\r\nHost: t\r\n\r\n") ||
+            !client->ReadResponse().has_value()) {
+          ++failures;
+          return;
+        }
+      }
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  EXPECT_EQ(failures.load(), 0) << "connections closed without an answer";
 }
 
 }  // namespace
