@@ -13,31 +13,57 @@
 TANDEM_KERNELS_ISA_BEGIN
 namespace {
 
-// Work unit: one query token and a run of heads that share one K/V (a GQA group; for MLA all
-// heads share the latent), so each cache row is loaded once for all of them. Runs are shortened
-// only to give every thread work; a head's arithmetic is the same whatever run it is in.
+// Work unit: a run of consecutive query tokens of one sequence and a run of heads that share one
+// K/V (a GQA group; for MLA all heads share the latent). The unit walks its cache rows block by
+// block, each block serving all of the unit's tokens and heads while it is in L1: a unit of one
+// token streamed its whole context from memory (a 2,048-token context of a 4-KV-head layer is
+// 4 MiB, past L2) once per token. Runs are shortened only to give every thread work; a (token,
+// head)'s arithmetic is the same whatever unit it is in.
 struct Units {
-  int group;           // heads sharing one K/V
-  int heads_per_unit;  // <= group
-  int per_group;       // units covering one group
-  int per_token;       // units covering all heads of one token
+  int group;            // heads sharing one K/V
+  int heads_per_unit;   // <= group
+  int per_group;        // head runs covering one group
+  int per_token;        // head runs covering all heads of one token
+  int tokens_per_unit;  // consecutive tokens of one sequence in a unit
 };
 
-Units PlanUnits(std::int64_t n_tokens, int n_heads, int group, int min_units) {
-  Units u{group, group, 1, n_heads / group};
-  while (n_tokens * u.per_token < min_units && u.heads_per_unit > 1) {
-    u.heads_per_unit = (u.heads_per_unit + 1) / 2;
-    u.per_group = (group + u.heads_per_unit - 1) / u.heads_per_unit;
-    u.per_token = n_heads / group * u.per_group;
-  }
-  return u;
-}
+// Tokens per unit at most, and the scores a unit may hold (floats per thread).
+constexpr int kMaxTokensPerUnit = 8;
+constexpr std::int64_t kUnitScoreFloats = std::int64_t{1} << 20;
 
-// One sequence's chunk of queries, as ForEachUnit sees it.
 struct Chunk {
   int n_tokens;
   int start_pos;
 };
+
+// threads: those the call may use (1: it stays on the calling thread).
+Units PlanUnits(std::span<const Chunk> chunks, int n_heads, int group, int threads, int max_ctx) {
+  std::int64_t tokens = 0;
+  for (const Chunk& c : chunks) tokens += c.n_tokens;
+  Units u{group, group, 1, n_heads / group, 1};
+  // Few tokens (decode): heads split until every thread has two units.
+  while (tokens * u.per_token < 2 * threads && u.heads_per_unit > 1) {
+    u.heads_per_unit = (u.heads_per_unit + 1) / 2;
+    u.per_group = (group + u.heads_per_unit - 1) / u.heads_per_unit;
+    u.per_token = n_heads / group * u.per_group;
+  }
+  // Many tokens: as many per unit as leave every thread eight units (later tokens see more rows,
+  // so units differ in work) and keep the scores in budget.
+  const std::int64_t min_units = threads > 1 ? 8 * threads : 1;
+  auto units_with = [&](int q) {
+    std::int64_t n = 0;
+    for (const Chunk& c : chunks) n += (c.n_tokens + q - 1) / q;
+    return n * u.per_token;
+  };
+  for (int q = kMaxTokensPerUnit; q > 1; q /= 2) {
+    if (units_with(q) >= min_units &&
+        static_cast<std::int64_t>(q) * u.heads_per_unit * max_ctx <= kUnitScoreFloats) {
+      u.tokens_per_unit = q;
+      break;
+    }
+  }
+  return u;
+}
 
 // The cache rows of positions [0, ctx), walking the block table without a division per token.
 void GatherRows(const PagedKvLayer& kv, int ctx, const float** rows) {
@@ -52,12 +78,31 @@ void GatherRows(const PagedKvLayer& kv, int ctx, const float** rows) {
 // Per-thread scratch of one unit: the cache row pointers and the scores.
 struct UnitScratch {
   const float** rows;  // [ctx]
-  float* scores;       // [heads][ctx]
+  float* scores;       // [tokens][heads][ctx of the unit's last token]
 };
 
-// Runs body(chunk, token, first_head, n_heads_in_unit, ctx, scratch) over every unit of every
-// chunk (all with n_heads heads in groups of `group`), spread over the pool as one job; the
-// scratch belongs to the running thread.
+// One unit as its body sees it: tokens [token0, token0 + n_tokens) of chunk c, heads [h0, h0 +
+// nh); token i's context is positions [0, first_ctx + i).
+struct Unit {
+  std::size_t c;
+  int token0, n_tokens, h0, nh, first_ctx;
+  int Ctx(int i) const { return first_ctx + i; }
+  int LastCtx() const { return first_ctx + n_tokens - 1; }
+  // Row (token i, head j) of the scores, LastCtx() floats apart.
+  float* Scores(const UnitScratch& s, int i, int j) const {
+    return s.scores + (static_cast<std::size_t>(i) * nh + j) * LastCtx();
+  }
+};
+
+// Cache rows per block: a block's rows (the floats a pass reads from each) stay in L1 while
+// every token of the unit reads them.
+int RowsPerBlock(std::int64_t floats_per_row) {
+  const std::int64_t rows = (std::int64_t{32} << 10) / (floats_per_row * 4);
+  return static_cast<int>(std::clamp<std::int64_t>(rows / kPosTile * kPosTile, 16, 256));
+}
+
+// Runs body(unit, scratch) over every unit of every chunk (all with n_heads heads in groups of
+// `group`), spread over the pool as one job; the scratch belongs to the running thread.
 template <typename Body>
 void ForEachUnit(ThreadPool& pool, std::span<const Chunk> chunks, int n_heads, int group,
                  std::int64_t macs_per_ctx_token, Body&& body) {
@@ -70,14 +115,15 @@ void ForEachUnit(ThreadPool& pool, std::span<const Chunk> chunks, int n_heads, i
   }
   if (tokens == 0) return;
   const bool parallel = pool.size() > 1 && work >= kAttentionParallelMacs;
-  const Units u = PlanUnits(tokens, n_heads, group, parallel ? 2 * pool.size() : 1);
-  const std::int64_t units = tokens * u.per_token;
-  const int tasks = parallel ? static_cast<int>(std::min<std::int64_t>(units, pool.size() * 8)) : 1;
+  const Units u = PlanUnits(chunks, n_heads, group, parallel ? pool.size() : 1, max_ctx);
+  const int q = u.tokens_per_unit;
   std::vector<std::int64_t> first_unit(chunks.size() + 1, 0);  // prefix sums over chunks
   for (std::size_t c = 0; c < chunks.size(); ++c) {
-    first_unit[c + 1] = first_unit[c] + static_cast<std::int64_t>(chunks[c].n_tokens) * u.per_token;
+    first_unit[c + 1] = first_unit[c] + (chunks[c].n_tokens + q - 1) / q * u.per_token;
   }
-  const std::size_t floats_per_worker = static_cast<std::size_t>(u.heads_per_unit) * max_ctx;
+  const std::int64_t units = first_unit.back();
+  const int tasks = parallel ? static_cast<int>(std::min<std::int64_t>(units, pool.size() * 8)) : 1;
+  const std::size_t floats_per_worker = static_cast<std::size_t>(q) * u.heads_per_unit * max_ctx;
   std::vector<float> floats(pool.size() * floats_per_worker);
   std::vector<const float*> rows(static_cast<std::size_t>(pool.size()) * max_ctx);
   pool.Run(tasks, [&](int task, int worker) {
@@ -88,26 +134,50 @@ void ForEachUnit(ThreadPool& pool, std::span<const Chunk> chunks, int n_heads, i
     for (std::int64_t i = begin; i < end; ++i) {
       while (i >= first_unit[c + 1]) ++c;
       const std::int64_t local = i - first_unit[c];
-      const int token = static_cast<int>(local / u.per_token);
+      const int token0 = static_cast<int>(local / u.per_token) * q;
       const int in_token = static_cast<int>(local % u.per_token);
       const int group_first = in_token / u.per_group * group;
       const int h0 = group_first + in_token % u.per_group * u.heads_per_unit;
       const int nh = std::min(u.heads_per_unit, group_first + group - h0);
-      body(c, token, h0, nh, chunks[c].start_pos + token + 1, mine);
+      const int n_tokens = std::min(q, chunks[c].n_tokens - token0);
+      body(Unit{c, token0, n_tokens, h0, nh, chunks[c].start_pos + token0 + 1}, mine);
     }
   });
 }
 
-// out_j = sum_t softmax_j(t) * value(t) for the unit's nh heads, whose raw scores are in
-// s.scores[j * ctx + t]; value(t) = s.rows[t] + value_offset.
-void WeightedSum(const UnitScratch& s, int nh, int ctx, std::int64_t value_offset,
-                 std::int64_t dim, float* out) {
-  for (int j = 0; j < nh; ++j) {
-    float* a = s.scores + static_cast<std::size_t>(j) * ctx;
-    const float inv = 1.0f / ExpAndSum(a, ctx);
-    for (int t = 0; t < ctx; ++t) a[t] *= inv;
+// Scores of every (token, head) of the unit, block of cache rows by block: dots(i, t0, t1) emits
+// token i's raw scores of positions [t0, t1) into u.Scores(s, i, j)[t].
+template <typename Dots>
+void UnitScores(const Unit& u, int rows_per_block, Dots&& dots) {
+  for (int t0 = 0; t0 < u.LastCtx(); t0 += rows_per_block) {
+    for (int i = 0; i < u.n_tokens; ++i) {
+      const int t1 = std::min(t0 + rows_per_block, u.Ctx(i));
+      if (t0 < t1) dots(i, t0, t1);
+    }
   }
-  WeightedRows(s.scores, nh, s.rows, value_offset, ctx, dim, out);
+}
+
+// out(i) = sum_t softmax_(i,j)(t) * value(t) for every (token i, head j) of the unit, whose raw
+// scores are in u.Scores; value(t) = s.rows[t] + value_offset. The value rows are walked block by
+// block, each block serving every token; each output sums its terms in t order all the same.
+template <typename Out>
+void UnitWeightedSums(const Unit& u, const UnitScratch& s, std::int64_t value_offset,
+                      std::int64_t dim, int rows_per_block, Out&& out) {
+  for (int i = 0; i < u.n_tokens; ++i) {
+    for (int j = 0; j < u.nh; ++j) {
+      float* a = u.Scores(s, i, j);
+      const float inv = 1.0f / ExpAndSum(a, u.Ctx(i));
+      for (int t = 0; t < u.Ctx(i); ++t) a[t] *= inv;
+    }
+  }
+  for (int t0 = 0; t0 < u.LastCtx(); t0 += rows_per_block) {
+    for (int i = 0; i < u.n_tokens; ++i) {
+      const int t1 = std::min(t0 + rows_per_block, u.Ctx(i));
+      if (t0 >= t1) continue;
+      WeightedRows(u.Scores(s, i, 0), u.LastCtx(), u.nh, s.rows, value_offset, t0, t1, t0 == 0, dim,
+                   out(i));
+    }
+  }
 }
 
 // Batches whose sequences share the head layout run as one job; any other batch runs per sequence
@@ -139,19 +209,24 @@ void GqaAttention(ThreadPool& pool, std::span<const GqaAttentionParams> batch) {
   const int group = n_heads / batch[0].n_kv_heads;
   const std::int64_t hd = batch[0].head_dim;
   const std::vector<Chunk> chunks = ChunksOf(batch);
+  const int rows_per_block = RowsPerBlock(hd);
   ForEachUnit(pool, chunks, n_heads, group, 2LL * n_heads * hd,
-              [&](std::size_t c, int token, int h0, int nh, int ctx, const UnitScratch& s) {
-                const GqaAttentionParams& p = batch[c];
-                const std::int64_t head_off = static_cast<std::int64_t>(h0 / group) * hd;
-                const std::int64_t first = static_cast<std::int64_t>(token) * n_heads + h0;
-                const float* q = p.q + first * hd;
-                GatherRows(p.kv, ctx, s.rows);
+              [&](const Unit& u, const UnitScratch& s) {
+                const GqaAttentionParams& p = batch[u.c];
+                const std::int64_t head_off = static_cast<std::int64_t>(u.h0 / group) * hd;
+                auto first_of = [&](int i) {
+                  return static_cast<std::int64_t>(u.token0 + i) * n_heads + u.h0;
+                };
+                GatherRows(p.kv, u.LastCtx(), s.rows);
                 const std::int64_t k_off = p.k_offset + head_off;
-                ForEachDot(q, hd, nh, ctx, hd, [&](int t) { return s.rows[t] + k_off; },
-                           [&](int j, int t, float dot) {
-                             s.scores[static_cast<std::size_t>(j) * ctx + t] = dot * p.scale;
-                           });
-                WeightedSum(s, nh, ctx, p.v_offset + head_off, hd, p.out + first * hd);
+                UnitScores(u, rows_per_block, [&](int i, int t0, int t1) {
+                  ForEachDot(
+                      p.q + first_of(i) * hd, hd, u.nh, t0, t1, hd,
+                      [&](int t) { return s.rows[t] + k_off; },
+                      [&](int j, int t, float dot) { u.Scores(s, i, j)[t] = dot * p.scale; });
+                });
+                UnitWeightedSums(u, s, p.v_offset + head_off, hd, rows_per_block,
+                                 [&](int i) { return p.out + first_of(i) * hd; });
               });
 }
 
@@ -168,24 +243,30 @@ void MlaAttention(ThreadPool& pool, std::span<const MlaAttentionParams> batch) {
   const std::int64_t rank = batch[0].kv_lora_rank;
   const int rope = batch[0].rope_dim;
   const std::vector<Chunk> chunks = ChunksOf(batch);
+  const int rows_per_block = RowsPerBlock(rank + rope);
   ForEachUnit(pool, chunks, n_heads, n_heads, n_heads * (2 * rank + rope),
-              [&](std::size_t c, int token, int h0, int nh, int ctx, const UnitScratch& s) {
-                const MlaAttentionParams& p = batch[c];
-                const std::int64_t first = static_cast<std::int64_t>(token) * n_heads + h0;
-                const float* ql = p.q_latent + first * rank;
-                const float* qr = p.q_rope + first * rope;
-                GatherRows(p.kv, ctx, s.rows);
-                // score = (latent dot + rope dot) * scale: the latent part lands first.
-                ForEachDot(ql, rank, nh, ctx, rank, [&](int t) { return s.rows[t]; },
-                           [&](int j, int t, float dot) {
-                             s.scores[static_cast<std::size_t>(j) * ctx + t] = dot;
-                           });
-                ForEachDot(qr, rope, nh, ctx, rope, [&](int t) { return s.rows[t] + rank; },
-                           [&](int j, int t, float dot) {
-                             float& score = s.scores[static_cast<std::size_t>(j) * ctx + t];
-                             score = (score + dot) * p.scale;
-                           });
-                WeightedSum(s, nh, ctx, 0, rank, p.out_latent + first * rank);
+              [&](const Unit& u, const UnitScratch& s) {
+                const MlaAttentionParams& p = batch[u.c];
+                auto first_of = [&](int i) {
+                  return static_cast<std::int64_t>(u.token0 + i) * n_heads + u.h0;
+                };
+                GatherRows(p.kv, u.LastCtx(), s.rows);
+                UnitScores(u, rows_per_block, [&](int i, int t0, int t1) {
+                  // score = (latent dot + rope dot) * scale: the latent part lands first.
+                  ForEachDot(
+                      p.q_latent + first_of(i) * rank, rank, u.nh, t0, t1, rank,
+                      [&](int t) { return s.rows[t]; },
+                      [&](int j, int t, float dot) { u.Scores(s, i, j)[t] = dot; });
+                  ForEachDot(
+                      p.q_rope + first_of(i) * rope, rope, u.nh, t0, t1, rope,
+                      [&](int t) { return s.rows[t] + rank; },
+                      [&](int j, int t, float dot) {
+                        float& score = u.Scores(s, i, j)[t];
+                        score = (score + dot) * p.scale;
+                      });
+                });
+                UnitWeightedSums(u, s, 0, rank, rows_per_block,
+                                 [&](int i) { return p.out_latent + first_of(i) * rank; });
               });
 }
 

@@ -51,14 +51,15 @@ constexpr std::array<std::array<DotTileFn, kPosTile>, kHeadTile> TileTable(std::
 }
 inline constexpr auto kDotTiles = TileTable(std::make_index_sequence<kHeadTile>());
 
-// emit(j, t, dot) for every head j < nh and position t < ctx, dot = Dot(q_j, key_row(t), n).
+// emit(j, t, dot) for every head j < nh and position t in [t_begin, t_end), dot = Dot(q_j,
+// key_row(t), n).
 template <typename KeyRow, typename Emit>
-inline void ForEachDot(const float* q, std::int64_t q_stride, int nh, int ctx, std::int64_t n,
-                KeyRow&& key_row, Emit&& emit) {
+inline void ForEachDot(const float* q, std::int64_t q_stride, int nh, int t_begin, int t_end,
+                       std::int64_t n, KeyRow&& key_row, Emit&& emit) {
   for (int j0 = 0; j0 < nh; j0 += kHeadTile) {
     const int hb = std::min(kHeadTile, nh - j0);
-    for (int t0 = 0; t0 < ctx; t0 += kPosTile) {
-      const int tb = std::min(kPosTile, ctx - t0);
+    for (int t0 = t_begin; t0 < t_end; t0 += kPosTile) {
+      const int tb = std::min(kPosTile, t_end - t0);
       const float* k[kPosTile];
       for (int u = 0; u < tb; ++u) k[u] = key_row(t0 + u);
       TileOut out;
@@ -70,27 +71,36 @@ inline void ForEachDot(const float* q, std::int64_t q_stride, int nh, int ctx, s
   }
 }
 
-// out_j[d0, d0 + 16 C) (clipped to dim) = sum_t a_j[t] * value(t)[d] for H heads, accumulated in
-// registers in t order, one FMA per term, starting from zero: the order behind every output
-// element, whatever H and C. Each value chunk is loaded once for all H heads.
-template <int H, int C>
+// out_j[d0, d0 + 16 C) (clipped to dim) += sum_{t in [t0, t1)} a_j[t] * value(t)[d] for H heads,
+// accumulated in registers in t order, one FMA per term, onto zero (`first`) or onto the sums an
+// earlier range of t stored in out: the order behind every output element, whatever H and C and
+// however t is split into ranges (a float stored and loaded back is the same float). Each value
+// chunk is loaded once for all H heads. kTail: the last chunk is cut by dim; a separate
+// instantiation, because with both cases in one loop GCC kept the accumulators in memory and
+// stored all H x C of them on every cache row.
+template <int H, int C, bool kTail>
 void WeightedTile(const float* a, std::int64_t a_stride, const float* const* rows,
-                  std::int64_t value_offset, int ctx, std::int64_t d0, std::int64_t dim, float* out) {
+                  std::int64_t value_offset, int t0, int t1, bool first, std::int64_t d0,
+                  std::int64_t dim, float* out) {
+  const int last_width = kTail ? static_cast<int>(dim - d0 - (C - 1) * kLanes) : kLanes;
   F32x16 acc[H][C];
 #pragma GCC unroll 4
   for (int j = 0; j < H; ++j) {
+    const float* o = out + j * dim + d0;
 #pragma GCC unroll 4
-    for (int c = 0; c < C; ++c) acc[j][c] = Zero();
+    for (int c = 0; c < C; ++c) {
+      acc[j][c] = first                 ? Zero()
+                  : kTail && c == C - 1 ? LoadPartial(o + c * kLanes, last_width)
+                                        : Load(o + c * kLanes);
+    }
   }
-  const int last_width =
-      static_cast<int>(std::min<std::int64_t>(kLanes, dim - d0 - (C - 1) * kLanes));
-  for (int t = 0; t < ctx; ++t) {
+  for (int t = t0; t < t1; ++t) {
     const float* v = rows[t] + value_offset + d0;
     F32x16 vv[C];
 #pragma GCC unroll 4
-    for (int c = 0; c < C - 1; ++c) vv[c] = Load(v + c * kLanes);
-    vv[C - 1] = last_width == kLanes ? Load(v + (C - 1) * kLanes)
-                                     : LoadPartial(v + (C - 1) * kLanes, last_width);
+    for (int c = 0; c < C; ++c) {
+      vv[c] = kTail && c == C - 1 ? LoadPartial(v + c * kLanes, last_width) : Load(v + c * kLanes);
+    }
 #pragma GCC unroll 4
     for (int j = 0; j < H; ++j) {
       const F32x16 at = Splat(a[j * a_stride + t]);
@@ -98,40 +108,51 @@ void WeightedTile(const float* a, std::int64_t a_stride, const float* const* row
       for (int c = 0; c < C; ++c) acc[j][c] = Fma(at, vv[c], acc[j][c]);
     }
   }
+#pragma GCC unroll 4
   for (int j = 0; j < H; ++j) {
     float* o = out + j * dim + d0;
-    for (int c = 0; c < C - 1; ++c) Store(o + c * kLanes, acc[j][c]);
-    if (last_width == kLanes) {
-      Store(o + (C - 1) * kLanes, acc[j][C - 1]);
-    } else {
-      StorePartial(o + (C - 1) * kLanes, acc[j][C - 1], last_width);
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) {
+      if (kTail && c == C - 1) {
+        StorePartial(o + c * kLanes, acc[j][c], last_width);
+      } else {
+        Store(o + c * kLanes, acc[j][c]);
+      }
     }
   }
 }
 
 using WeightedTileFn = void (*)(const float*, std::int64_t, const float* const*, std::int64_t, int,
-                                std::int64_t, std::int64_t, float*);
-template <int H, std::size_t... C>
+                                int, bool, std::int64_t, std::int64_t, float*);
+template <int H, bool kTail, std::size_t... C>
 constexpr std::array<WeightedTileFn, kValueChunkTile> WeightedRow(std::index_sequence<C...>) {
-  return {&WeightedTile<H, static_cast<int>(C) + 1>...};
+  return {&WeightedTile<H, static_cast<int>(C) + 1, kTail>...};
 }
-template <std::size_t... H>
+template <bool kTail, std::size_t... H>
 constexpr std::array<std::array<WeightedTileFn, kValueChunkTile>, kValueHeadTile> WeightedTable(
     std::index_sequence<H...>) {
-  return {WeightedRow<static_cast<int>(H) + 1>(std::make_index_sequence<kValueChunkTile>())...};
+  return {
+      WeightedRow<static_cast<int>(H) + 1, kTail>(std::make_index_sequence<kValueChunkTile>())...};
 }
-inline constexpr auto kWeightedTiles = WeightedTable(std::make_index_sequence<kValueHeadTile>());
+// [tail][heads - 1][chunks - 1]
+inline constexpr std::array<std::array<std::array<WeightedTileFn, kValueChunkTile>, kValueHeadTile>,
+                            2>
+    kWeightedTiles = {WeightedTable<false>(std::make_index_sequence<kValueHeadTile>()),
+                      WeightedTable<true>(std::make_index_sequence<kValueHeadTile>())};
 
-// out_j = sum_t a_j[t] * value(t)[0, dim) for heads j < nh (a_j = a + j * ctx, out_j = out + j * dim).
-inline void WeightedRows(const float* a, int nh, const float* const* rows, std::int64_t value_offset,
-                  int ctx, std::int64_t dim, float* out) {
+// out_j (+)= sum_{t in [t0, t1)} a_j[t] * value(t)[0, dim) for heads j < nh (a_j = a + j *
+// a_stride, out_j = out + j * dim), onto zero when `first`.
+inline void WeightedRows(const float* a, std::int64_t a_stride, int nh, const float* const* rows,
+                         std::int64_t value_offset, int t0, int t1, bool first, std::int64_t dim,
+                         float* out) {
   for (int j0 = 0; j0 < nh; j0 += kValueHeadTile) {
     const int hb = std::min(kValueHeadTile, nh - j0);
     for (std::int64_t d0 = 0; d0 < dim; d0 += kValueChunkTile * kLanes) {
       const std::int64_t chunks =
           std::min<std::int64_t>(kValueChunkTile, (dim - d0 + kLanes - 1) / kLanes);
-      kWeightedTiles[hb - 1][chunks - 1](a + static_cast<std::int64_t>(j0) * ctx, ctx, rows,
-                                         value_offset, ctx, d0, dim, out + j0 * dim);
+      const bool tail = dim - d0 < chunks * kLanes;
+      kWeightedTiles[tail][hb - 1][chunks - 1](a + j0 * a_stride, a_stride, rows, value_offset, t0,
+                                               t1, first, d0, dim, out + j0 * dim);
     }
   }
 }
