@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """tandem's engine beside llama.cpp's (and vLLM's, where installed) on one random-weight Llama
-checkpoint: prompt processing of 512 tokens and generation of 128 at batch 1, same threads, same
-dtype, one engine at a time. Prints tokens/s and the ratios tandem/peer. Not a test.
+checkpoint: prompt processing of 512 tokens (--prompt N: N) and generation of 128 at batch 1, same
+threads, same dtype, one engine at a time. Prints tokens/s and the ratios tandem/peer. Not a test.
 
   tests/perf/peers/setup.sh llama vllm      # once: peers into ~/.cache/tandem-peers
   cmake --build BUILD --target tandem_llama_bench
   python3 tests/perf/peers/engine_vs_peers.py --build-dir BUILD [--dtypes bf16 f16 f32]
-      [--threads 2] [--repeats 3] [--vllm] [--amx | --bf16-products amx|avx512bf16]
+      [--threads 2] [--repeats 3] [--prompt 512] [--vllm] [--amx | --bf16-products amx|avx512bf16]
 
 Per dtype: tools/llama_checkpoint/make_random_llama.py writes the checkpoint in that dtype
 (cached under $PEERS/models), to_gguf.py converts it with the converter of the same llama.cpp
@@ -92,11 +92,11 @@ def gguf(model_dir, dtype):
     return out
 
 
-def llama_bench(path, threads, repeats, isa):
+def llama_bench(path, threads, repeats, isa, prompt):
     exe = PEERS / ("llama-build-avx2" if isa == "avx2" else "llama-build") / "bin" / "llama-bench"
     if not exe.exists():
         return None, [f"{exe} missing (tests/perf/peers/setup.sh llama{'-avx2' if isa == 'avx2' else ''})"]
-    r = run([exe, "-m", path, "-p", "512", "-n", "128", "-t", threads, "-r", repeats, "-o", "json"],
+    r = run([exe, "-m", path, "-p", prompt, "-n", "128", "-t", threads, "-r", repeats, "-o", "json"],
             timeout=3600)
     if r.returncode != 0:
         return None, r.stderr.strip().splitlines()[-1:]
@@ -106,9 +106,9 @@ def llama_bench(path, threads, repeats, isa):
     return res, None
 
 
-def tandem_bench(build, model_dir, threads, repeats, isa, layout="panels"):
+def tandem_bench(build, model_dir, threads, repeats, isa, prompt, layout="panels"):
     exe = Path(build) / "tests" / "perf" / "tandem_llama_bench"
-    r = run([exe, model_dir, threads, 512, 128, repeats, 1, isa, layout], timeout=3600)
+    r = run([exe, model_dir, threads, prompt, 128, repeats, 1, isa, layout], timeout=3600)
     if r.returncode != 0:
         return None, (r.stderr.strip() or r.stdout.strip()).splitlines()[-1]
     res = {}
@@ -119,7 +119,7 @@ def tandem_bench(build, model_dir, threads, repeats, isa, layout="panels"):
     return res, None
 
 
-def vllm_bench(model_dir, dtype, threads, repeats, isa):
+def vllm_bench(model_dir, dtype, threads, repeats, isa, prompt):
     if subprocess.run([str(PY), "-c", "import vllm"], capture_output=True).returncode != 0:
         return None, "vllm not installed ($PEERS/venv; tests/perf/peers/setup.sh vllm)"
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="2", VLLM_CPU_OMP_THREADS_BIND=f"0-{threads - 1}",
@@ -128,7 +128,7 @@ def vllm_bench(model_dir, dtype, threads, repeats, isa):
         env.update(ONEDNN_MAX_CPU_ISA="AVX2", ATEN_CPU_CAPABILITY="avx2",
                    MKL_ENABLE_INSTRUCTIONS="AVX2")  # torch's float32 GEMMs go to MKL
     torch_dtype = {"f32": "float32", "bf16": "bfloat16", "f16": "float16"}[dtype]
-    r = run([PY, "-c", VLLM_SNIPPET, model_dir, torch_dtype, 512, 128, repeats], timeout=1800,
+    r = run([PY, "-c", VLLM_SNIPPET, model_dir, torch_dtype, prompt, 128, repeats], timeout=1800,
             env=env)
     for line in r.stdout.splitlines():
         if line.startswith("RESULT "):
@@ -154,6 +154,9 @@ def main():
                     help="bf16 also with tandem's --bf16-matmul amx (its own row, bf16-amx)")
     ap.add_argument("--bf16-products", choices=["amx", "avx512bf16"], dest="bf16_products",
                     help="bf16 also with tandem's --bf16-matmul MODE (its own row, bf16-MODE)")
+    ap.add_argument("--prompt", type=int, default=512,
+                    help="prompt tokens of the pp test (the checkpoint has 2048 positions; vLLM "
+                         "wants the prompt plus 16 within them: at most 2032 with --vllm)")
     ap.add_argument("--isa", choices=["auto", "avx2"], default="auto",
                     help="avx2: every engine held to AVX2 + FMA + F16C (see above)")
     a = ap.parse_args()
@@ -169,14 +172,15 @@ def main():
         lc, td, tx, lc_err, td_err, tx_err = {}, {}, {}, None, None, None
         amx = a.bf16_products if dtype == "bf16" else None
         for _ in range(a.rounds):  # alternating, so a burst of load hits both engines alike
-            l1, lc_err = llama_bench(g, a.threads, a.repeats, a.isa)
-            t1, td_err = tandem_bench(a.build_dir, model_dir, a.threads, a.repeats, a.isa)
-            x1, tx_err = (tandem_bench(a.build_dir, model_dir, a.threads, a.repeats, a.isa, amx)
+            l1, lc_err = llama_bench(g, a.threads, a.repeats, a.isa, a.prompt)
+            t1, td_err = tandem_bench(a.build_dir, model_dir, a.threads, a.repeats, a.isa, a.prompt)
+            x1, tx_err = (tandem_bench(a.build_dir, model_dir, a.threads, a.repeats, a.isa,
+                                       a.prompt, amx)
                           if amx else (None, None))
             for best, new in ((lc, l1), (td, t1), (tx, x1)):
                 for k, x in (new or {}).items():
                     best[k] = max(best.get(k, 0), x)
-        vl, vl_err = (vllm_bench(model_dir, dtype, a.threads, a.repeats, a.isa) if a.vllm
+        vl, vl_err = (vllm_bench(model_dir, dtype, a.threads, a.repeats, a.isa, a.prompt) if a.vllm
                       else (None, None))
         for name, err in (("llama.cpp", lc_err), ("tandem", td_err), (f"tandem {amx}", tx_err),
                           ("vLLM", vl_err)):
@@ -189,7 +193,7 @@ def main():
                 t = (mine or {}).get(test)
                 l = (lc or {}).get(test)
                 v = (vl or {}).get(test)
-                rows.append((label, "pp512" if test == "pp" else "tg128", t, l, v,
+                rows.append((label, f"pp{a.prompt}" if test == "pp" else "tg128", t, l, v,
                              t / l if t and l else None, t / v if t and v else None))
     print(f"\nengine_vs_peers: {started}, {a.threads} threads, isa {a.isa}, best-effort load "
           f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (1/5/15 min) at start, "
