@@ -145,21 +145,21 @@ void ForEachUnit(ThreadPool& pool, std::span<const Chunk> chunks, int n_heads, i
   });
 }
 
-// Scores of every (token, head) of the unit, block of cache rows by block: dots(i, t0, t1) emits
-// token i's raw scores of positions [t0, t1) into u.Scores(s, i, j)[t].
-template <typename Dots>
-void UnitScores(const Unit& u, int rows_per_block, Dots&& dots) {
+// f(i, t0, t1) for each block [t0, t1) of the cache rows token i of the unit sees, block after
+// block, every token within a block: the block's rows serve all the unit's tokens from L1.
+template <typename F>
+void ForEachBlockAndToken(const Unit& u, int rows_per_block, F&& f) {
   for (int t0 = 0; t0 < u.LastCtx(); t0 += rows_per_block) {
     for (int i = 0; i < u.n_tokens; ++i) {
       const int t1 = std::min(t0 + rows_per_block, u.Ctx(i));
-      if (t0 < t1) dots(i, t0, t1);
+      if (t0 < t1) f(i, t0, t1);
     }
   }
 }
 
 // out(i) = sum_t softmax_(i,j)(t) * value(t) for every (token i, head j) of the unit, whose raw
-// scores are in u.Scores; value(t) = s.rows[t] + value_offset. The value rows are walked block by
-// block, each block serving every token; each output sums its terms in t order all the same.
+// scores are in u.Scores; value(t) = s.rows[t] + value_offset. Each output sums its terms in t
+// order whatever the blocks.
 template <typename Out>
 void UnitWeightedSums(const Unit& u, const UnitScratch& s, std::int64_t value_offset,
                       std::int64_t dim, int rows_per_block, Out&& out) {
@@ -170,14 +170,10 @@ void UnitWeightedSums(const Unit& u, const UnitScratch& s, std::int64_t value_of
       for (int t = 0; t < u.Ctx(i); ++t) a[t] *= inv;
     }
   }
-  for (int t0 = 0; t0 < u.LastCtx(); t0 += rows_per_block) {
-    for (int i = 0; i < u.n_tokens; ++i) {
-      const int t1 = std::min(t0 + rows_per_block, u.Ctx(i));
-      if (t0 >= t1) continue;
-      WeightedRows(u.Scores(s, i, 0), u.LastCtx(), u.nh, s.rows, value_offset, t0, t1, t0 == 0, dim,
-                   out(i));
-    }
-  }
+  ForEachBlockAndToken(u, rows_per_block, [&](int i, int t0, int t1) {
+    WeightedRows(u.Scores(s, i, 0), u.LastCtx(), u.nh, s.rows, value_offset, t0, t1, t0 == 0, dim,
+                 out(i));
+  });
 }
 
 // Batches whose sequences share the head layout run as one job; any other batch runs per sequence
@@ -219,7 +215,7 @@ void GqaAttention(ThreadPool& pool, std::span<const GqaAttentionParams> batch) {
                 };
                 GatherRows(p.kv, u.LastCtx(), s.rows);
                 const std::int64_t k_off = p.k_offset + head_off;
-                UnitScores(u, rows_per_block, [&](int i, int t0, int t1) {
+                ForEachBlockAndToken(u, rows_per_block, [&](int i, int t0, int t1) {
                   ForEachDot(
                       p.q + first_of(i) * hd, hd, u.nh, t0, t1, hd,
                       [&](int t) { return s.rows[t] + k_off; },
@@ -251,7 +247,7 @@ void MlaAttention(ThreadPool& pool, std::span<const MlaAttentionParams> batch) {
                   return static_cast<std::int64_t>(u.token0 + i) * n_heads + u.h0;
                 };
                 GatherRows(p.kv, u.LastCtx(), s.rows);
-                UnitScores(u, rows_per_block, [&](int i, int t0, int t1) {
+                ForEachBlockAndToken(u, rows_per_block, [&](int i, int t0, int t1) {
                   // score = (latent dot + rope dot) * scale: the latent part lands first.
                   ForEachDot(
                       p.q_latent + first_of(i) * rank, rank, u.nh, t0, t1, rank,

@@ -1,5 +1,9 @@
 #include "session.h"
 
+#include <chrono>
+#include <optional>
+#include <string>
+
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
@@ -8,10 +12,6 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
-#include <chrono>
-#include <optional>
-#include <string>
-#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -77,7 +77,18 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
   }
 
  private:
-  enum class Phase { kIdle, kReading, kHandling, kDeferred, kWriting, kStreaming, kClosed };
+  // kAwaitingWatch: a response is out, but the cancelled disconnect watch of its deferred answer
+  // has not reported yet (see WriteResponse).
+  enum class Phase {
+    kIdle,
+    kReading,
+    kHandling,
+    kDeferred,
+    kWriting,
+    kAwaitingWatch,
+    kStreaming,
+    kClosed
+  };
 
   // ---- deadlines: one timer, re-armed per phase; expiry closes the socket ----
 
@@ -202,7 +213,7 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
                          // handler would find the next request pending and take the aborted read
                          // for the client leaving.
                          if (self->watching_) {
-                           self->next_request_after_watch_ = true;
+                           self->phase_ = Phase::kAwaitingWatch;
                            return;
                          }
                          self->WaitForNextRequest();
@@ -278,9 +289,7 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
           self->watching_ = false;
           if (!ec) self->buffer_.commit(bytes);
           if (self->phase_ == Phase::kClosed) return;
-          if (std::exchange(self->next_request_after_watch_, false)) {
-            return self->WaitForNextRequest();
-          }
+          if (self->phase_ == Phase::kAwaitingWatch) return self->WaitForNextRequest();
           const bool gone = ec || self->buffer_.size() > self->config_.max_header_bytes;
           if (self->phase_ == Phase::kDeferred) {
             if (!gone) return self->WatchForDisconnect();
@@ -392,8 +401,6 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
   bool final_chunk_queued_ = false;
   bool stream_done_ = false;
   bool watching_ = false;  // a disconnect watch (read) is pending
-  bool next_request_after_watch_ =
-      false;  // a response went out while a cancelled watch was pending
 };
 
 }  // namespace
