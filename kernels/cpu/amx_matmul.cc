@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <memory>
 #include <span>
 
 #include "amx_tiles.h"
@@ -217,10 +216,11 @@ void AmxBf16MatMulInto(ThreadPool& pool, const float* x, std::int64_t rows, cons
   const std::int64_t chunks = (w.cols + kChunk - 1) / kChunk;
   const std::int64_t stride = chunks * kChunk;
   const std::int64_t padded_rows = (rows + kTokens - 1) / kTokens * kTokens;
-  std::unique_ptr<std::uint16_t[]> xp(
-      new std::uint16_t[static_cast<std::size_t>(padded_rows * stride)]);
+  const ScratchPool::Lease xp_lease = pool.scratch().Acquire(
+      static_cast<std::size_t>(padded_rows * stride) * sizeof(std::uint16_t));
+  std::uint16_t* const xp = xp_lease.As<std::uint16_t>();
   if (padded_rows > rows) {  // the last tile's missing rows
-    std::memset(xp.get() + (padded_rows - kTokens) * stride, 0,
+    std::memset(xp + (padded_rows - kTokens) * stride, 0,
                 static_cast<std::size_t>(kTokens * stride) * sizeof(std::uint16_t));
   }
   const std::int64_t groups = (w.rows + kOutputs - 1) / kOutputs;
@@ -228,10 +228,9 @@ void AmxBf16MatMulInto(ThreadPool& pool, const float* x, std::int64_t rows, cons
   const int tasks = MatMulTasks(pool, rows, w.rows, w.cols, units);
   const int pack_tasks = static_cast<int>(std::min<std::int64_t>(tasks, rows));
   pool.Run(pack_tasks, [&](int task, int) {
-    PackRows(x, w.cols, chunks, rows * task / pack_tasks, rows * (task + 1) / pack_tasks,
-             xp.get());
+    PackRows(x, w.cols, chunks, rows * task / pack_tasks, rows * (task + 1) / pack_tasks, xp);
   });
-  const Bf16TilesJob job = JobOf(xp.get(), rows, w, hidden, part_rows, outputs, y);
+  const Bf16TilesJob job = JobOf(xp, rows, w, hidden, part_rows, outputs, y);
   RunGroupPairs(pool, tasks, units, groups,
                 [&](std::int64_t g0, std::int64_t g1) { GroupRange(job, g0, g1); });
 }

@@ -4,7 +4,6 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
-#include <memory>
 #include <span>
 #include <utility>
 
@@ -155,7 +154,9 @@ void Dpbf16MatMulInto(ThreadPool& pool, const float* x, std::int64_t rows, const
                       std::span<float* const> outputs, float* y) {
   if (rows <= 0 || w.rows <= 0) return;
   const std::int64_t pairs = (w.cols + kTileChunkCols - 1) / kTileChunkCols * kPairs;
-  std::unique_ptr<std::uint32_t[]> xp(new std::uint32_t[static_cast<std::size_t>(rows * pairs)]);
+  const ScratchPool::Lease xp_lease =
+      pool.scratch().Acquire(static_cast<std::size_t>(rows * pairs) * sizeof(std::uint32_t));
+  std::uint32_t* const xp = xp_lease.As<std::uint32_t>();
   const std::int64_t groups = (w.rows + kOutputs - 1) / kOutputs;
   const std::int64_t units = (groups + 1) / 2;  // tasks take pairs of groups
   const int tasks = MatMulTasks(pool, rows, w.rows, w.cols, units);
@@ -163,9 +164,9 @@ void Dpbf16MatMulInto(ThreadPool& pool, const float* x, std::int64_t rows, const
   const int pack_tasks = static_cast<int>(std::min<std::int64_t>(tasks, panels));
   pool.Run(pack_tasks, [&](int task, int) {
     PackPanels(x, rows, w.cols, pairs, panels * task / pack_tasks, panels * (task + 1) / pack_tasks,
-               xp.get());
+               xp);
   });
-  const Bf16TilesJob job = JobOf(xp.get(), rows, w, hidden, part_rows, outputs, y);
+  const Bf16TilesJob job = JobOf(xp, rows, w, hidden, part_rows, outputs, y);
   RunGroupPairs(pool, tasks, units, groups,
                 [&](std::int64_t g0, std::int64_t g1) { GroupRange(job, g0, g1); });
 }

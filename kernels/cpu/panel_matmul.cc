@@ -416,8 +416,10 @@ void PanelMatMulTyped(ThreadPool& pool, const float* x, std::int64_t rows, const
   const Plan plan = PlanFor(rows, w.cols);
   // x is repacked once, shared by the tasks (split by panels): a task packing its own copy
   // repeats the whole repack once per task (9% of a 512-row f32 MatMul at 8 tasks).
-  std::unique_ptr<float[]> xp(new float[static_cast<std::size_t>(rows * w.cols)]);
-  PackAll(pool, tasks, x, plan, xp.get());
+  const ScratchPool::Lease xp_lease =
+      pool.scratch().Acquire(static_cast<std::size_t>(rows * w.cols) * sizeof(float));
+  float* const xp = xp_lease.As<float>();
+  PackAll(pool, tasks, x, plan, xp);
   // FP8: per thread, the scales of a slice.
   const std::int64_t per_worker = std::is_same_v<T, std::uint8_t> ? plan.ScaleFloats() : 0;
   std::unique_ptr<float[]> scales(new float[static_cast<std::size_t>(pool.size() * per_worker)]);
@@ -434,7 +436,7 @@ void PanelMatMulTyped(ThreadPool& pool, const float* x, std::int64_t rows, const
   pool.Run(tasks, [&](int task, int worker) {
     const std::int64_t p0 = panels * task / tasks;
     const std::int64_t p1 = panels * (task + 1) / tasks;
-    PanelRange<T>(xp.get(), w, plan, p0, p1, scales.get() + worker * per_worker,
+    PanelRange<T>(xp, w, plan, p0, p1, scales.get() + worker * per_worker,
                   widened_floats > 0 ? widened + worker * widened_floats : nullptr, y);
   });
 }

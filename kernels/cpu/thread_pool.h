@@ -7,6 +7,8 @@
 #include <thread>
 #include <vector>
 
+#include "scratch_pool.h"
+
 namespace tandem::kernels::cpu {
 
 // A persistent pool owned by one backend instance: size() - 1 worker threads plus the calling
@@ -20,6 +22,9 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // The kernels' large work buffers, kept between calls (scratch_pool.h).
+  ScratchPool& scratch() { return scratch_; }
 
   // Calls fn(task, worker) for every task in [0, num_tasks), worker in [0, size()) naming the
   // thread (for per-thread scratch). Returns when all tasks are done. Concurrent callers are
@@ -63,6 +68,7 @@ class ThreadPool {
   int num_tasks_ = 0;
   int next_task_ = 0;  // tasks are coarse, so taking the lock per task is cheap enough
   std::vector<std::thread> workers_;
+  ScratchPool scratch_;
 };
 
 }  // namespace tandem::kernels::cpu
