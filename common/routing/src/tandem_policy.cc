@@ -85,15 +85,18 @@ class TandemPolicy final : public Policy {
 
   double PredictTtft(const RouteRequest& request, const WorkerState& s, std::int64_t cached,
                      double own_weight, double now_seconds) const {
-    const double seconds_per_token = SecondsPerToken(s);
     const double uncached = static_cast<double>(request.prompt_tokens - cached);
-    double queued_seconds = static_cast<double>(s.queued_prefill_tokens) * seconds_per_token;
+    const double own = options_.prefill_overhead_seconds + uncached * SecondsPerToken(s);
+    return PredictWait(s, now_seconds) + own_weight * own;
+  }
+
+  // The queue ahead of a new prefill on s, less what the running one has already had.
+  double PredictWait(const WorkerState& s, double now_seconds) const {
+    double queued_seconds = static_cast<double>(s.queued_prefill_tokens) * SecondsPerToken(s);
     if (now_seconds >= 0 && s.prefill_head_started_seconds >= 0) {
       queued_seconds = std::max(0.0, queued_seconds - (now_seconds - s.prefill_head_started_seconds));
     }
-    const double wait = internal::Load(s) * options_.prefill_overhead_seconds + queued_seconds;
-    const double own = options_.prefill_overhead_seconds + uncached * seconds_per_token;
-    return wait + own_weight * own;
+    return internal::Load(s) * options_.prefill_overhead_seconds + queued_seconds;
   }
 
   // How many times the cached part's compute time a worker's cache is worth beyond this request's
@@ -111,8 +114,10 @@ class TandemPolicy final : public Policy {
     // prompt followed by questions that end in its last block) is a branch point from then on.
     const bool continues = run > 0 && run <= static_cast<int>(request.block_hashes.size()) &&
                            prompt_ends_.erase(request.block_hashes[run - 1]) > 0;
+    branch_scale_ = 1;
     if (continues) return options_.history_stickiness / fan_out;
-    return options_.cache_stickiness * BranchStickinessScale(view, pool) / fan_out;
+    branch_scale_ = BranchStickinessScale(view, pool);
+    return options_.cache_stickiness * branch_scale_ / fan_out;
   }
 
   // 1 while no prefill worker is idle (a copy's compute would delay others) or while at least
@@ -271,6 +276,10 @@ class TandemPolicy final : public Policy {
     }
     const double stickiness = Stickiness(request, view, pool);
     const double displaced_share = options_.displaced_history_stickiness > 0 ? reused_share_ : 0;
+    // Off by default (docs/routing.md, "Where the losses came from", point 13): while a copy of a
+    // branch point is free (rule 4b's scale under 1), waiting for a busy holder is charged beyond
+    // the wait itself, so popular prefixes are copied to idle workers before the waits add up.
+    const double wait_charge = options_.idle_wait_weight * (1 - branch_scale_);
     // Score: predicted TTFT less the worth of what the worker already holds of this prompt.
     WorkerSlot best = kNoWorker;
     double best_score = INFINITY;
@@ -283,6 +292,9 @@ class TandemPolicy final : public Policy {
         score += options_.displaced_history_stickiness * displaced_share *
                  static_cast<double>(request.prompt_tokens - cached[w]) *
                  SecondsPerToken(view.workers[w]);
+      }
+      if (wait_charge > 0 && view.workers[w].in_flight > 0) {
+        score += wait_charge * PredictWait(view.workers[w], view.now_seconds);
       }
       if (best == kNoWorker || score < best_score) {
         best = w;
@@ -322,6 +334,7 @@ class TandemPolicy final : public Policy {
 
   TandemOptions options_;
   double unmeasured_seconds_per_token_ = 0;  // set per decision (SetUnmeasuredSpeed)
+  double branch_scale_ = 1;  // set per decision (Stickiness): rule 4b's scale, 1 for a history
   double reused_share_ = 0;  // set per decision (ChoosePrefill): ReusedShare, rules 4b and 4c
   internal::PendingPrefixes pending_;
   MatchResult match_;

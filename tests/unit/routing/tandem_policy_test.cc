@@ -152,6 +152,39 @@ TEST_F(TandemPolicyTest, ABranchPointIsCopiedToAnIdleWorkerWhileTheCachesLoseNot
   EXPECT_EQ(Route(*busy, Request(with_tail(9004))).prefill, 1);
 }
 
+TEST_F(TandemPolicyTest, AWaitChargeCopiesABranchPointBeforeItsHolderIsSlower) {
+  // Worker 1 holds a 400-block prefix (0.8 s of compute) and is 0.5 s behind; worker 0 is idle.
+  // For the request alone waiting is faster (about 0.54 s against 0.82 s), so by default it
+  // waits; with the wait charged once more (weight 1) the copy to the idle worker wins.
+  auto with_tail = [](BlockHash tail) {
+    std::vector<BlockHash> chain = Chain(1, 400);
+    chain.push_back(tail);
+    return chain;
+  };
+  Build(2, 0);
+  Cache(1, Chain(1, 400));
+  QueuePrefill(1, 1, /*tokens=*/4000);
+  auto by_default = MakeTandemPolicy();
+  EXPECT_EQ(Route(*by_default, Request(with_tail(9001))).prefill, 1);
+  TandemOptions charged;
+  charged.idle_wait_weight = 1.0;
+  auto copying = MakeTandemPolicy(charged);
+  EXPECT_EQ(Route(*copying, Request(with_tail(9002))).prefill, 0);
+  // Not while the caches lose what is asked for again (the copy would displace it: rule 4b),
+  // however large the weight.
+  charged.idle_wait_weight = 100.0;
+  auto evicted_then_asked = MakeTandemPolicy(charged);
+  Route(*evicted_then_asked, Request(Chain(6000, 10)));
+  Cache(0, Chain(6000, 10));
+  Evict(0, Chain(6000, 10));
+  Route(*evicted_then_asked, Request(Chain(6000, 10)));
+  EXPECT_EQ(Route(*evicted_then_asked, Request(with_tail(9003))).prefill, 1);
+  // Nor with no idle worker: the copy's compute would delay someone.
+  QueuePrefill(0, 1, /*tokens=*/16);
+  auto busy = MakeTandemPolicy(charged);
+  EXPECT_EQ(Route(*busy, Request(with_tail(9004))).prefill, 1);
+}
+
 TEST_F(TandemPolicyTest, ANewPromptAvoidsAFullCacheWhoseEvictionsAreAskedForAgain) {
   // Worker 0 holds a 100-block system prompt; both workers are idle. Alone, a new conversation
   // under that prompt is faster on worker 0 (800 new tokens: 0.12 s, against 0.32 s on worker 1

@@ -98,6 +98,13 @@ struct TandemOptions {
   // idle worker as soon as that is faster for the request; where they do (small caches, many
   // documents) it stays. 0: always in full. docs/routing.md, "Sensitivity".
   double full_stickiness_reused_share = 0.005;
+  // While a copy of a branch point is free (some prefill worker idle, the caches losing nothing
+  // asked for again: rule 4b), a request's predicted wait on a busy worker counts this many times
+  // more (x how free the copy is), so a popular prefix is copied to an idle worker before the
+  // waits for its holders add up at the tail. Each copy is one request's miss. 0: off, the
+  // default: on the held-out seeds it trades p90 losses for hit-rate losses (docs/routing.md,
+  // "Where the losses came from", point 13).
+  double idle_wait_weight = 0.0;
   std::size_t max_seen_blocks = std::size_t{1} << 20;  // per generation of routed-block memory
   // What a prompt stored on a worker that is evicting costs: the blocks it pushes out are asked
   // for again at the pool's measured share (above), each a piece of someone's history lost, so
