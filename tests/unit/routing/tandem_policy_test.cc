@@ -7,6 +7,12 @@ using testing::ClusterFixture;
 
 class TandemPolicyTest : public ClusterFixture {
  protected:
+  // A 400-block prefix (chain 1) and one more block of the request's own.
+  static std::vector<BlockHash> PrefixWithTail(BlockHash tail) {
+    std::vector<BlockHash> chain = Chain(1, 400);
+    chain.push_back(tail);
+    return chain;
+  }
   std::unique_ptr<Policy> policy_ = MakeTandemPolicy();
 };
 
@@ -96,11 +102,6 @@ TEST_F(TandemPolicyTest, APrefixManyRequestsShareIsReplicatedWhereAHistoryIsNot)
   // that prefix waits there (see above). Different requests ending their match at the same block
   // (a tenant's system prompt) divide the stickiness by how many came: the third one goes to idle
   // worker 0 (20 / 2 x 0.8 s = 8 s of credit is less than the 15 s queue).
-  auto with_tail = [](BlockHash tail) {
-    std::vector<BlockHash> chain = Chain(1, 400);
-    chain.push_back(tail);
-    return chain;
-  };
   for (double shared_prefix_seconds : {600.0, 0.0}) {
     TandemOptions options;
     options.cache_stickiness = 20;
@@ -112,10 +113,10 @@ TEST_F(TandemPolicyTest, APrefixManyRequestsShareIsReplicatedWhereAHistoryIsNot)
     Build(2, 0);
     Cache(1, Chain(1, 400));
     QueuePrefill(1, 1, /*tokens=*/120000);  // 15.02 s
-    EXPECT_EQ(Route(*policy, Request(with_tail(9001))).prefill, 1);
-    EXPECT_EQ(Route(*policy, Request(with_tail(9002))).prefill, 1);
+    EXPECT_EQ(Route(*policy, Request(PrefixWithTail(9001))).prefill, 1);
+    EXPECT_EQ(Route(*policy, Request(PrefixWithTail(9002))).prefill, 1);
     // Without the fan-out rule (0) every one of them stays.
-    EXPECT_EQ(Route(*policy, Request(with_tail(9003))).prefill, shared_prefix_seconds > 0 ? 0 : 1)
+    EXPECT_EQ(Route(*policy, Request(PrefixWithTail(9003))).prefill, shared_prefix_seconds > 0 ? 0 : 1)
         << shared_prefix_seconds;
   }
 }
@@ -124,20 +125,15 @@ TEST_F(TandemPolicyTest, ABranchPointIsCopiedToAnIdleWorkerWhileTheCachesLoseNot
   // Worker 1 holds a 400-block prefix (0.8 s of compute) and is 1.02 s behind; worker 0 is idle.
   // For the request alone the idle worker is faster (0.82 s against 1.04 s). Nothing evicted has
   // been asked for again: the copy displaces nothing anyone wants, so it is made.
-  auto with_tail = [](BlockHash tail) {
-    std::vector<BlockHash> chain = Chain(1, 400);
-    chain.push_back(tail);
-    return chain;
-  };
   Build(2, 0);
   Cache(1, Chain(1, 400));
   QueuePrefill(1, 1, /*tokens=*/8000);
   auto policy = MakeTandemPolicy();
-  EXPECT_EQ(Route(*policy, Request(with_tail(9001))).prefill, 0);
+  EXPECT_EQ(Route(*policy, Request(PrefixWithTail(9001))).prefill, 0);
   // Evictions nobody asks for again change nothing.
   Cache(0, Chain(5000, 10));
   Evict(0, Chain(5000, 10));
-  EXPECT_EQ(Route(*policy, Request(with_tail(9002))).prefill, 0);
+  EXPECT_EQ(Route(*policy, Request(PrefixWithTail(9002))).prefill, 0);
   // A prompt routed before comes back after its blocks were evicted: every eviction so far was
   // paid for again (10 of 10, over the 0.5% for full stickiness). The prefix stays where it is.
   auto evicted_then_asked = MakeTandemPolicy();
@@ -145,31 +141,26 @@ TEST_F(TandemPolicyTest, ABranchPointIsCopiedToAnIdleWorkerWhileTheCachesLoseNot
   Cache(0, Chain(6000, 10));
   Evict(0, Chain(6000, 10));
   Route(*evicted_then_asked, Request(Chain(6000, 10)));
-  EXPECT_EQ(Route(*evicted_then_asked, Request(with_tail(9003))).prefill, 1);
+  EXPECT_EQ(Route(*evicted_then_asked, Request(PrefixWithTail(9003))).prefill, 1);
   // With no idle worker the copy's compute delays someone: in full whatever the caches do.
   QueuePrefill(0, 1, /*tokens=*/16);
   auto busy = MakeTandemPolicy();
-  EXPECT_EQ(Route(*busy, Request(with_tail(9004))).prefill, 1);
+  EXPECT_EQ(Route(*busy, Request(PrefixWithTail(9004))).prefill, 1);
 }
 
 TEST_F(TandemPolicyTest, AWaitChargeCopiesABranchPointBeforeItsHolderIsSlower) {
   // Worker 1 holds a 400-block prefix (0.8 s of compute) and is 0.5 s behind; worker 0 is idle.
   // For the request alone waiting is faster (about 0.54 s against 0.82 s), so by default it
   // waits; with the wait charged once more (weight 1) the copy to the idle worker wins.
-  auto with_tail = [](BlockHash tail) {
-    std::vector<BlockHash> chain = Chain(1, 400);
-    chain.push_back(tail);
-    return chain;
-  };
   Build(2, 0);
   Cache(1, Chain(1, 400));
   QueuePrefill(1, 1, /*tokens=*/4000);
   auto by_default = MakeTandemPolicy();
-  EXPECT_EQ(Route(*by_default, Request(with_tail(9001))).prefill, 1);
+  EXPECT_EQ(Route(*by_default, Request(PrefixWithTail(9001))).prefill, 1);
   TandemOptions charged;
   charged.idle_wait_weight = 1.0;
   auto copying = MakeTandemPolicy(charged);
-  EXPECT_EQ(Route(*copying, Request(with_tail(9002))).prefill, 0);
+  EXPECT_EQ(Route(*copying, Request(PrefixWithTail(9002))).prefill, 0);
   // Not while the caches lose what is asked for again (the copy would displace it: rule 4b),
   // however large the weight.
   charged.idle_wait_weight = 100.0;
@@ -178,11 +169,11 @@ TEST_F(TandemPolicyTest, AWaitChargeCopiesABranchPointBeforeItsHolderIsSlower) {
   Cache(0, Chain(6000, 10));
   Evict(0, Chain(6000, 10));
   Route(*evicted_then_asked, Request(Chain(6000, 10)));
-  EXPECT_EQ(Route(*evicted_then_asked, Request(with_tail(9003))).prefill, 1);
+  EXPECT_EQ(Route(*evicted_then_asked, Request(PrefixWithTail(9003))).prefill, 1);
   // Nor with no idle worker: the copy's compute would delay someone.
   QueuePrefill(0, 1, /*tokens=*/16);
   auto busy = MakeTandemPolicy(charged);
-  EXPECT_EQ(Route(*busy, Request(with_tail(9004))).prefill, 1);
+  EXPECT_EQ(Route(*busy, Request(PrefixWithTail(9004))).prefill, 1);
 }
 
 TEST_F(TandemPolicyTest, ANewPromptAvoidsAFullCacheWhoseEvictionsAreAskedForAgain) {
