@@ -427,12 +427,11 @@ void PanelMatMulTyped(ThreadPool& pool, const float* x, std::int64_t rows, const
   const std::int64_t widened_floats = std::is_same_v<T, float> || rows <= kWholeRowsMax
                                           ? 0
                                           : std::min(plan.slice, plan.in) * kPanelRows;
-  // 64-byte aligned, as the packed panels are: the tiles' unaligned vector loads of a scratch at
-  // malloc's 16-byte alignment split three lines in four.
-  std::unique_ptr<float[]> widened_storage(
-      new float[static_cast<std::size_t>(pool.size() * widened_floats + kLanes)]);
-  float* const widened = reinterpret_cast<float*>(
-      (reinterpret_cast<std::uintptr_t>(widened_storage.get()) + 63) & ~std::uintptr_t{63});
+  // 64-byte aligned (the pool's buffers are), as the packed panels are: the tiles' unaligned
+  // vector loads of a scratch at malloc's 16-byte alignment split three lines in four.
+  const ScratchPool::Lease widened_lease =
+      pool.scratch().Acquire(static_cast<std::size_t>(pool.size() * widened_floats) * sizeof(float));
+  float* const widened = widened_lease.As<float>();
   pool.Run(tasks, [&](int task, int worker) {
     const std::int64_t p0 = panels * task / tasks;
     const std::int64_t p1 = panels * (task + 1) / tasks;

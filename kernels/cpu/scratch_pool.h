@@ -8,7 +8,7 @@
 namespace tandem::kernels::cpu {
 
 // Work buffers of the MatMuls (their activations repacked: 32 MiB for 2,048 rows x 4,096 columns
-// in float32) kept from call to call. A fresh allocation that large is a fresh mapping (glibc maps
+// in float32; the panel kernel's widened weight slices) kept from call to call. A fresh allocation that large is a fresh mapping (glibc maps
 // blocks over its 32 MiB threshold, and trims the heap top back to the system), and the first
 // touch of every page faults and clears it: 4-5% of a 2,048-token prefill went to that.
 //
