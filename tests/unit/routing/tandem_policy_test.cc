@@ -13,6 +13,14 @@ class TandemPolicyTest : public ClusterFixture {
     chain.push_back(tail);
     return chain;
   }
+  // A prompt routed through `policy` is evicted from worker 0 and asked for again: every eviction
+  // so far paid for again (rule 4b's reused share at 100%).
+  void EvictThenAskAgain(Policy& policy) {
+    Route(policy, Request(Chain(6000, 10)));
+    Cache(0, Chain(6000, 10));
+    Evict(0, Chain(6000, 10));
+    Route(policy, Request(Chain(6000, 10)));
+  }
   std::unique_ptr<Policy> policy_ = MakeTandemPolicy();
 };
 
@@ -137,10 +145,7 @@ TEST_F(TandemPolicyTest, ABranchPointIsCopiedToAnIdleWorkerWhileTheCachesLoseNot
   // A prompt routed before comes back after its blocks were evicted: every eviction so far was
   // paid for again (10 of 10, over the 0.5% for full stickiness). The prefix stays where it is.
   auto evicted_then_asked = MakeTandemPolicy();
-  Route(*evicted_then_asked, Request(Chain(6000, 10)));
-  Cache(0, Chain(6000, 10));
-  Evict(0, Chain(6000, 10));
-  Route(*evicted_then_asked, Request(Chain(6000, 10)));
+  EvictThenAskAgain(*evicted_then_asked);
   EXPECT_EQ(Route(*evicted_then_asked, Request(PrefixWithTail(9003))).prefill, 1);
   // With no idle worker the copy's compute delays someone: in full whatever the caches do.
   QueuePrefill(0, 1, /*tokens=*/16);
@@ -165,10 +170,7 @@ TEST_F(TandemPolicyTest, AWaitChargeCopiesABranchPointBeforeItsHolderIsSlower) {
   // however large the weight.
   charged.idle_wait_weight = 100.0;
   auto evicted_then_asked = MakeTandemPolicy(charged);
-  Route(*evicted_then_asked, Request(Chain(6000, 10)));
-  Cache(0, Chain(6000, 10));
-  Evict(0, Chain(6000, 10));
-  Route(*evicted_then_asked, Request(Chain(6000, 10)));
+  EvictThenAskAgain(*evicted_then_asked);
   EXPECT_EQ(Route(*evicted_then_asked, Request(PrefixWithTail(9003))).prefill, 1);
   // Nor with no idle worker: the copy's compute would delay someone.
   QueuePrefill(0, 1, /*tokens=*/16);
