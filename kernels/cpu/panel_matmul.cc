@@ -26,6 +26,18 @@ constexpr int kTileRows = 3;  // 12 ymm accumulators + 2 weight halves + 1 broad
 #else
 constexpr int kTileRows = 4;
 #endif
+// Row blocks (prefill) on AVX2 run tiles of 6 rows x half a panel instead (HalfPanelTile): 12 ymm
+// accumulators, the half's two weight ymm and one broadcast fit the 16 registers, where the 3 x 32
+// tile above leaves no register for its four weight ymm and reloads each once per row (12 loads
+// folded into the FMAs plus 3 broadcasts per 12 FMAs, against 8 per 12). Decode batches keep the
+// whole-panel tile: the second half's pass would read a panel that is no longer in L1.
+#if defined(TANDEM_SIMD_AVX2)
+constexpr int kBlockTileRows = 6;
+constexpr bool kHalfPanelTiles = true;
+#else
+constexpr int kBlockTileRows = kTileRows;
+constexpr bool kHalfPanelTiles = false;
+#endif
 // Columns per slice: a panel's slice (kSlice x 32 weights, 32 KiB in float32) stays in L1 while
 // every row tile of the block reads it, and the block's x slice (kRowBlock x kSlice floats,
 // 256 KiB) stays in L2 while the panels pass.
@@ -198,6 +210,58 @@ void Tile(const float* xp, const Columns* cols, std::int64_t n, bool first, floa
   }
 }
 
+// R rows (packed by PackRows) against outputs [16 V, 16 V + 16) of one float32 panel: Tile's
+// arithmetic for those outputs (one FMA per column, in column order, onto 0 or y's sums), so the
+// same bits; the panel's first `valid` outputs are stored. The V = 0 pass brings the panel slice
+// into L1 (and its share of the next one into L2); the V = 1 pass finds it there.
+template <int R, int V>
+void HalfPanelTile(const float* xp, const float* panel, std::int64_t n, bool first, float* y,
+                   std::int64_t y_stride, int valid, const char* fetch, std::int64_t fetch_lines) {
+  const int lanes = std::clamp(valid - V * kLanes, 0, kLanes);
+  if (lanes == 0) return;
+  F32x16 acc[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    const float* at = y + r * y_stride + V * kLanes;
+    acc[r] = first ? Zero() : lanes == kLanes ? Load(at) : LoadPartial(at, lanes);
+  }
+  for (std::int64_t k = 0; k < n; ++k) {
+    if constexpr (V == 0) {
+      if (k < fetch_lines) __builtin_prefetch(fetch + k * 64, 0, 2);  // to L2
+      PrefetchPanel(panel + k * kPanelRows);
+    }
+    const F32x16 w = Load(panel + k * kPanelRows + V * kLanes);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) acc[r] = FmaB(Broadcast(xp[k * R + r]), w, acc[r]);
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    float* at = y + r * y_stride + V * kLanes;
+    if (lanes == kLanes) {
+      Store(at, acc[r]);
+    } else {
+      StorePartial(at, acc[r], lanes);
+    }
+  }
+}
+
+// Rows [r0, r1), packed by PackTiles<R>, against one float32 panel by half-panel tiles.
+template <int R = kBlockTileRows>
+void HalfPanelTiles(const float* xp, std::int64_t r0, std::int64_t r1, const float* panel,
+                    std::int64_t n, bool first, float* y, std::int64_t out, int valid,
+                    Lookahead* ahead) {
+  std::int64_t r = r0;
+  for (; r + R <= r1; r += R, xp += R * n) {
+    const char* fetch = nullptr;
+    const std::int64_t fetch_lines = ahead->Take(&fetch);
+    HalfPanelTile<R, 0>(xp, panel, n, first, y + r * out, out, valid, fetch, fetch_lines);
+    HalfPanelTile<R, 1>(xp, panel, n, first, y + r * out, out, valid, nullptr, 0);
+  }
+  if constexpr (R > 1) {
+    if (r < r1) HalfPanelTiles<R - 1>(xp, r, r1, panel, n, first, y, out, valid, ahead);
+  }
+}
+
 // Rows [r0, r1) of a slice packed as tiles of R rows, then one smaller tile for the rest.
 template <int R = kTileRows>
 void PackTiles(const float* x, std::int64_t in, std::int64_t r0, std::int64_t r1, std::int64_t k0,
@@ -259,11 +323,12 @@ constexpr std::int64_t kPairRowsMax = std::max(1, kTileRows / 2);
 
 // Rows [r0, r1) (packed in xp) against panels [p, p + P) over columns [k0, k0 + n).
 // `widened` (a slice's kSlice x 32 floats, or null): where the panel slice is widened before the
-// tiles read it (P == 1 only).
+// tiles read it (P == 1 only). `row_blocks`: the prefill plan (x packed by tiles of
+// kBlockTileRows rows), else a decode batch's (kTileRows).
 template <typename T, int P>
 void PanelsAt(const WeightView& w, const T* base, std::int64_t p, std::int64_t k0, std::int64_t n,
               const float* xp, std::int64_t r0, std::int64_t r1, float* scales, float* widened,
-              float* y, Lookahead* ahead) {
+              bool row_blocks, float* y, Lookahead* ahead) {
   const std::int64_t in = w.cols, out = w.rows;
   int valid[P];
   float* yp[P];
@@ -277,6 +342,18 @@ void PanelsAt(const WeightView& w, const T* base, std::int64_t p, std::int64_t k
   const bool first = k0 == 0;
   // The tiles against the panels read through `cols`, or through their float32 copy.
   auto tiles = [&]<typename Columns>(const Columns* cols) {
+    if constexpr (P == 1 && kHalfPanelTiles) {
+      if (row_blocks) {
+        const float* panel_f32 = nullptr;
+        if constexpr (std::is_same_v<Columns, PlainColumns<float>>) {
+          panel_f32 = cols[0].panel;
+        } else {
+          WidenSlice(cols[0], n, widened);
+          panel_f32 = widened;
+        }
+        return HalfPanelTiles(xp, r0, r1, panel_f32, n, first, yp[0], out, valid[0], ahead);
+      }
+    }
     if constexpr (P == 1 && !std::is_same_v<T, float>) {
       if (widened != nullptr) {
         WidenSlice(cols[0], n, widened);
@@ -336,7 +413,12 @@ void PackAll(ThreadPool& pool, int tasks, const float* x, const Plan& plan, floa
       const std::int64_t r0 = u / slices * plan.row_block, k0 = u % slices * plan.slice;
       const std::int64_t r1 = plan.RowEnd(r0 + plan.row_block);
       const std::int64_t n = std::min(plan.slice, plan.in - k0);
-      PackTiles(x, plan.in, r0, r1, k0, n, xp + plan.PackedAt(r0, r1, k0));
+      float* to = xp + plan.PackedAt(r0, r1, k0);
+      if (plan.rows > kWholeRowsMax) {
+        PackTiles<kBlockTileRows>(x, plan.in, r0, r1, k0, n, to);
+      } else {
+        PackTiles<kTileRows>(x, plan.in, r0, r1, k0, n, to);
+      }
     }
   };
   const int pack_tasks = static_cast<int>(std::min<std::int64_t>(tasks, units));
@@ -377,13 +459,14 @@ void PanelRange(const float* xp, const WeightView& w, const Plan& plan, std::int
         const char* next =
             reinterpret_cast<const char*>(base + (next_p * in + next_k0) * kPanelRows);
         const std::int64_t lines = next_n * kPanelRows * static_cast<std::int64_t>(sizeof(T)) / 64;
-        const std::int64_t tiles = (r1 - r0 + kTileRows - 1) / kTileRows;
+        const std::int64_t tiles = (r1 - r0 + kBlockTileRows - 1) / kBlockTileRows;
         ahead = {next, next + lines * 64, (lines + tiles - 1) / tiles};
       }
       const float* block_xp = xp + plan.PackedAt(r0, r1, k0);
       // Blocks of rows (prefill) only: a decode batch's whole-row panels would not stay in L1.
       float* widen_to = plan.rows > kWholeRowsMax ? widened : nullptr;
-      PanelsAt<T, 1>(w, base, p, k0, n, block_xp, r0, r1, scales, widen_to, y, &ahead);
+      PanelsAt<T, 1>(w, base, p, k0, n, block_xp, r0, r1, scales, widen_to,
+                     plan.rows > kWholeRowsMax, y, &ahead);
     };
     if (panel_major) {
       for (std::int64_t p = p_begin; p < p_end; ++p) {
@@ -397,7 +480,7 @@ void PanelRange(const float* xp, const WeightView& w, const Plan& plan, std::int
           Lookahead none;
           const std::int64_t n = std::min(plan.slice, in - k0);
           PanelsAt<T, 2>(w, base, p, k0, n, xp + plan.PackedAt(r0, r1, k0), r0, r1, scales, nullptr,
-                         y, &none);
+                         false, y, &none);
           p += 2;
         } else {
           one_panel(p, k0);

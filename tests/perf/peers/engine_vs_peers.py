@@ -6,7 +6,7 @@ threads, same dtype, one engine at a time. Prints tokens/s and the ratios tandem
   tests/perf/peers/setup.sh llama vllm      # once: peers into ~/.cache/tandem-peers
   cmake --build BUILD --target tandem_llama_bench
   python3 tests/perf/peers/engine_vs_peers.py --build-dir BUILD [--dtypes bf16 f16 f32]
-      [--threads 2] [--repeats 3] [--prompt 512] [--vllm] [--amx | --bf16-products amx|avx512bf16]
+      [--threads 2] [--repeats 3] [--prompt 512] [--vllm] [--amx | --bf16-products auto|none|amx|avx512bf16]
 
 Per dtype: tools/llama_checkpoint/make_random_llama.py writes the checkpoint in that dtype
 (cached under $PEERS/models), to_gguf.py converts it with the converter of the same llama.cpp
@@ -15,6 +15,8 @@ measure it, alternating --rounds times; each figure is the best run (the least d
 a shared machine; llama-bench's own samples are used for its side). tandem loads F32, BF16 and
 F16 safetensors (and FP8 with block scales, which llama.cpp's converter does not take); where it
 cannot load one, its column says why.
+By default (--bf16-products auto) the bf16 rows also come with bf16 products where the CPU has
+them, as below; --bf16-products none leaves them out.
 With --amx (CPUs with AMX-BF16), tandem's bf16 checkpoint also runs with --bf16-matmul amx
 (activations rounded to bf16 and multiplied on AMX tiles, the arithmetic of vLLM's and torch's bf16
 path), as its own row "bf16-amx" beside the same llama.cpp and vLLM bf16 figures;
@@ -137,6 +139,18 @@ def vllm_bench(model_dir, dtype, threads, repeats, isa, prompt):
     return None, "vLLM failed: " + " | ".join(tail)
 
 
+def bf16_products_here():
+    """The bf16-product MatMul this CPU has (its flags as Linux reports them), or None."""
+    try:
+        flags = set(re.search(r"^flags\s*:(.*)$", Path("/proc/cpuinfo").read_text(), re.M)
+                    .group(1).split())
+    except (OSError, AttributeError):
+        return None
+    if {"amx_tile", "amx_bf16", "avx512_bf16"} <= flags:
+        return "amx"
+    return "avx512bf16" if "avx512_bf16" in flags else None
+
+
 def fmt(x):
     return f"{x:8.1f}" if isinstance(x, (int, float)) else f"{'-':>8}"
 
@@ -152,14 +166,21 @@ def main():
     ap.add_argument("--vllm", action="store_true", help="also vLLM's offline engine (slow start)")
     ap.add_argument("--amx", action="store_const", const="amx", dest="bf16_products",
                     help="bf16 also with tandem's --bf16-matmul amx (its own row, bf16-amx)")
-    ap.add_argument("--bf16-products", choices=["amx", "avx512bf16"], dest="bf16_products",
-                    help="bf16 also with tandem's --bf16-matmul MODE (its own row, bf16-MODE)")
+    ap.add_argument("--bf16-products", choices=["auto", "none", "amx", "avx512bf16"],
+                    default="auto", dest="bf16_products",
+                    help="bf16 also with tandem's --bf16-matmul MODE (its own row, bf16-MODE); "
+                         "auto (default): amx or avx512bf16 where this CPU has it (the same "
+                         "arithmetic as the peers' bf16 paths), none elsewhere and with --isa avx2")
     ap.add_argument("--prompt", type=int, default=512,
                     help="prompt tokens of the pp test (the checkpoint has 2048 positions; vLLM "
                          "wants the prompt plus 16 within them: at most 2032 with --vllm)")
     ap.add_argument("--isa", choices=["auto", "avx2"], default="auto",
                     help="avx2: every engine held to AVX2 + FMA + F16C (see above)")
     a = ap.parse_args()
+    if a.bf16_products == "auto":
+        a.bf16_products = bf16_products_here() if a.isa == "auto" else None
+    elif a.bf16_products == "none":
+        a.bf16_products = None
     if a.bf16_products and a.isa == "avx2":
         ap.error(f"--bf16-products {a.bf16_products} runs beside the AVX-512 kernels, not with "
                  "--isa avx2")

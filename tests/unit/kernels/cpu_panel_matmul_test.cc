@@ -100,32 +100,35 @@ TEST_P(PanelMatMul, MatchesReference) {
 // (a multiply and an add in the generic copy), with w the weight's float value. 1800 columns span
 // eight of the prefill plan's 256-column slices; 1, 16 (decode plan) and 17, 40, 300 rows
 // (prefill plan, with remainders of every tile height; 17 and 40 rows panel by panel, 300 rows
-// as two blocks of 150 slice by slice) all must agree.
+// as two blocks of 150 slice by slice) all must agree. 37 and 53 outputs end in a panel of 5
+// and of 21 outputs: AVX2's half-panel tiles (16 outputs each) with a cut first and second half.
 TEST_P(PanelMatMul, EveryElementIsTheColumnOrderFmaChain) {
-  constexpr std::int64_t kOut = 37, kIn = 1800;
-  std::mt19937 rng(5);
-  TestWeight w(kOut, kIn, dtype(), rng);
-  const PanelWeight packed = PanelWeight::Pack(w.view);
-  const std::vector<float> x = RandomFloats(300 * kIn, rng);
-  auto fast = Fast(1);
-  const bool fused = isa() != CpuIsa::kGeneric;
-  for (std::int64_t rows : {1, 16, 17, 40, 300}) {
-    const std::vector<float> y = Multiply(*fast, x, rows, packed.view());
-    for (std::int64_t r = 0; r < rows; r += (rows > 40 ? 13 : 1)) {
-      for (std::int64_t o = 0; o < kOut; ++o) {
-        float want = 0.0f;
-        for (std::int64_t k = 0; k < kIn; ++k) {
-          const float a = x[r * kIn + k], b = w.view.At(o, k);
-          if (fused) {
-            want = std::fma(a, b, want);
-          } else {
-            const float product = a * b;
-            want = want + product;
+  for (const std::int64_t out : {37, 53}) {
+    constexpr std::int64_t kIn = 1800;
+    std::mt19937 rng(5);
+    TestWeight w(out, kIn, dtype(), rng);
+    const PanelWeight packed = PanelWeight::Pack(w.view);
+    const std::vector<float> x = RandomFloats(300 * kIn, rng);
+    auto fast = Fast(1);
+    const bool fused = isa() != CpuIsa::kGeneric;
+    for (std::int64_t rows : {1, 16, 17, 40, 300}) {
+      const std::vector<float> y = Multiply(*fast, x, rows, packed.view());
+      for (std::int64_t r = 0; r < rows; r += (rows > 40 ? 13 : 1)) {
+        for (std::int64_t o = 0; o < out; ++o) {
+          float want = 0.0f;
+          for (std::int64_t k = 0; k < kIn; ++k) {
+            const float a = x[r * kIn + k], b = w.view.At(o, k);
+            if (fused) {
+              want = std::fma(a, b, want);
+            } else {
+              const float product = a * b;
+              want = want + product;
+            }
           }
+          ASSERT_TRUE(BitEqual(&y[r * out + o], &want, 1))
+              << out << " outputs, " << rows << " rows, element " << r << ", " << o << ": "
+              << y[r * out + o] << " vs " << want;
         }
-        ASSERT_TRUE(BitEqual(&y[r * kOut + o], &want, 1))
-            << rows << " rows, element " << r << ", " << o << ": " << y[r * kOut + o] << " vs "
-            << want;
       }
     }
   }
