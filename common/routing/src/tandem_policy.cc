@@ -108,6 +108,7 @@ class TandemPolicy final : public Policy {
   // cache_stickiness. Either is divided by the prefix's fan-out.
   double Stickiness(const RouteRequest& request, const ClusterView& view, const SlotList& pool) {
     const double fan_out = SharedPrefixFanOut(request, view, pool);
+    fan_out_ = fan_out;
     int run = 0;
     for (WorkerSlot w : pool) run = std::max(run, static_cast<int>(run_[w]));
     // Erased once continued: a prompt is continued once; a block many prompts end at (a tenant's
@@ -279,7 +280,11 @@ class TandemPolicy final : public Policy {
     // Off by default (docs/routing.md, "Where the losses came from", point 13): while a copy of a
     // branch point is free (rule 4b's scale under 1), waiting for a busy holder is charged beyond
     // the wait itself, so popular prefixes are copied to idle workers before the waits add up.
-    const double wait_charge = options_.idle_wait_weight * (1 - branch_scale_);
+    double wait_charge = options_.idle_wait_weight * (1 - branch_scale_);
+    if (options_.idle_wait_fan_out > 0) {
+      wait_charge *= std::min(1.0, std::max(0.0, fan_out_ - options_.idle_wait_fan_out_offset) /
+                                       options_.idle_wait_fan_out);
+    }
     // Score: predicted TTFT less the worth of what the worker already holds of this prompt.
     WorkerSlot best = kNoWorker;
     double best_score = INFINITY;
@@ -334,6 +339,7 @@ class TandemPolicy final : public Policy {
 
   TandemOptions options_;
   double unmeasured_seconds_per_token_ = 0;  // set per decision (SetUnmeasuredSpeed)
+  double fan_out_ = 1;
   double branch_scale_ = 1;  // set per decision (Stickiness): rule 4b's scale, 1 for a history
   double reused_share_ = 0;  // set per decision (ChoosePrefill): ReusedShare, rules 4b and 4c
   internal::PendingPrefixes pending_;

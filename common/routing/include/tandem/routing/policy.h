@@ -105,6 +105,11 @@ struct TandemOptions {
   // default: on the held-out seeds it trades p90 losses for hit-rate losses (docs/routing.md,
   // "Where the losses came from", point 13).
   double idle_wait_weight = 0.0;
+  // ... scaled by min(1, (fan-out - offset) / idle_wait_fan_out) (0: unscaled): a copy is repaid
+  // only by later requests sharing the prefix, so a prefix few recent requests ended at is not
+  // copied ahead of its holder. Off by default; docs/routing.md, point 14.
+  double idle_wait_fan_out = 0.0;
+  double idle_wait_fan_out_offset = 1.0;
   std::size_t max_seen_blocks = std::size_t{1} << 20;  // per generation of routed-block memory
   // What a prompt stored on a worker that is evicting costs: the blocks it pushes out are asked
   // for again at the pool's measured share (above), each a piece of someone's history lost, so
