@@ -339,7 +339,7 @@ class TandemPolicy final : public Policy {
 
   TandemOptions options_;
   double unmeasured_seconds_per_token_ = 0;  // set per decision (SetUnmeasuredSpeed)
-  double fan_out_ = 1;
+  double fan_out_ = 1;  // set per decision (Stickiness): SharedPrefixFanOut's count
   double branch_scale_ = 1;  // set per decision (Stickiness): rule 4b's scale, 1 for a history
   double reused_share_ = 0;  // set per decision (ChoosePrefill): ReusedShare, rules 4b and 4c
   internal::PendingPrefixes pending_;

@@ -178,6 +178,24 @@ TEST_F(TandemPolicyTest, AWaitChargeCopiesABranchPointBeforeItsHolderIsSlower) {
   EXPECT_EQ(Route(*busy, Request(PrefixWithTail(9004))).prefill, 1);
 }
 
+TEST_F(TandemPolicyTest, TheWaitChargeScaledByFanOutCopiesOnlyAPrefixOthersShare) {
+  // The setting of the test above (weight 1 copies the prefix to the idle worker 0), with the
+  // charge scaled by (fan-out - 1) / 2: the first request ending its match at the prefix has
+  // fan-out 1, so nothing is charged and it waits for its holder; once three requests have ended
+  // there (fan-out 3) the charge is in full and the next one is copied.
+  Build(2, 0);
+  Cache(1, Chain(1, 400));
+  QueuePrefill(1, 1, /*tokens=*/4000);
+  TandemOptions scaled;
+  scaled.idle_wait_weight = 1.0;
+  scaled.idle_wait_fan_out = 2.0;
+  auto policy = MakeTandemPolicy(scaled);
+  EXPECT_EQ(Route(*policy, Request(PrefixWithTail(9101))).prefill, 1);
+  EXPECT_EQ(Route(*policy, Request(PrefixWithTail(9102))).prefill, 1);
+  EXPECT_EQ(Route(*policy, Request(PrefixWithTail(9103))).prefill, 1);
+  EXPECT_EQ(Route(*policy, Request(PrefixWithTail(9104))).prefill, 0);
+}
+
 TEST_F(TandemPolicyTest, ANewPromptAvoidsAFullCacheWhoseEvictionsAreAskedForAgain) {
   // Worker 0 holds a 100-block system prompt; both workers are idle. Alone, a new conversation
   // under that prompt is faster on worker 0 (800 new tokens: 0.12 s, against 0.32 s on worker 1
