@@ -277,7 +277,7 @@ class TandemPolicy final : public Policy {
     }
     const double stickiness = Stickiness(request, view, pool);
     const double displaced_share = options_.displaced_history_stickiness > 0 ? reused_share_ : 0;
-    // Off by default (docs/routing.md, "Where the losses came from", point 13): while a copy of a
+    // docs/routing.md, "Where the losses came from", points 13-14: while a copy of a
     // branch point is free (rule 4b's scale under 1), waiting for a busy holder is charged beyond
     // the wait itself, so popular prefixes are copied to idle workers before the waits add up.
     double wait_charge = options_.idle_wait_weight * (1 - branch_scale_);

@@ -155,15 +155,19 @@ TEST_F(TandemPolicyTest, ABranchPointIsCopiedToAnIdleWorkerWhileTheCachesLoseNot
 
 TEST_F(TandemPolicyTest, AWaitChargeCopiesABranchPointBeforeItsHolderIsSlower) {
   // Worker 1 holds a 400-block prefix (0.8 s of compute) and is 0.5 s behind; worker 0 is idle.
-  // For the request alone waiting is faster (about 0.54 s against 0.82 s), so by default it
-  // waits; with the wait charged once more (weight 1) the copy to the idle worker wins.
+  // For the request alone waiting is faster (about 0.54 s against 0.82 s), so with no charge it
+  // waits; with the wait charged once more (weight 1, not scaled by fan-out: the next test) the
+  // copy to the idle worker wins.
   Build(2, 0);
   Cache(1, Chain(1, 400));
   QueuePrefill(1, 1, /*tokens=*/4000);
-  auto by_default = MakeTandemPolicy();
-  EXPECT_EQ(Route(*by_default, Request(PrefixWithTail(9001))).prefill, 1);
+  TandemOptions uncharged;
+  uncharged.idle_wait_weight = 0;
+  auto waiting = MakeTandemPolicy(uncharged);
+  EXPECT_EQ(Route(*waiting, Request(PrefixWithTail(9001))).prefill, 1);
   TandemOptions charged;
   charged.idle_wait_weight = 1.0;
+  charged.idle_wait_fan_out = 0;
   auto copying = MakeTandemPolicy(charged);
   EXPECT_EQ(Route(*copying, Request(PrefixWithTail(9002))).prefill, 0);
   // Not while the caches lose what is asked for again (the copy would displace it: rule 4b),
@@ -194,6 +198,14 @@ TEST_F(TandemPolicyTest, TheWaitChargeScaledByFanOutCopiesOnlyAPrefixOthersShare
   EXPECT_EQ(Route(*policy, Request(PrefixWithTail(9102))).prefill, 1);
   EXPECT_EQ(Route(*policy, Request(PrefixWithTail(9103))).prefill, 1);
   EXPECT_EQ(Route(*policy, Request(PrefixWithTail(9104))).prefill, 0);
+  // The defaults (weight 0.75, F 2, offset 1) do the same here: a prefix one request ended at
+  // waits for its holder; at fan-out 3, 0.54 s + 0.75 x 0.5 s of charged wait exceeds the copy's
+  // 0.82 s.
+  auto by_default = MakeTandemPolicy();
+  EXPECT_EQ(Route(*by_default, Request(PrefixWithTail(9201))).prefill, 1);
+  EXPECT_EQ(Route(*by_default, Request(PrefixWithTail(9202))).prefill, 1);
+  EXPECT_EQ(Route(*by_default, Request(PrefixWithTail(9203))).prefill, 1);
+  EXPECT_EQ(Route(*by_default, Request(PrefixWithTail(9204))).prefill, 0);
 }
 
 TEST_F(TandemPolicyTest, ANewPromptAvoidsAFullCacheWhoseEvictionsAreAskedForAgain) {

@@ -101,14 +101,14 @@ struct TandemOptions {
   // While a copy of a branch point is free (some prefill worker idle, the caches losing nothing
   // asked for again: rule 4b), a request's predicted wait on a busy worker counts this many times
   // more (x how free the copy is), so a popular prefix is copied to an idle worker before the
-  // waits for its holders add up at the tail. Each copy is one request's miss. 0: off, the
-  // default: on the held-out seeds it trades p90 losses for hit-rate losses (docs/routing.md,
-  // "Where the losses came from", point 13).
-  double idle_wait_weight = 0.0;
+  // waits for its holders add up at the tail. Each copy is one request's miss. 0: off.
+  // docs/routing.md, "Where the losses came from", points 13-14 (sensitivity tables).
+  double idle_wait_weight = 0.75;
   // ... scaled by min(1, (fan-out - offset) / idle_wait_fan_out) (0: unscaled): a copy is repaid
   // only by later requests sharing the prefix, so a prefix few recent requests ended at is not
-  // copied ahead of its holder. Off by default; docs/routing.md, point 14.
-  double idle_wait_fan_out = 0.0;
+  // copied ahead of its holder (unscaled, the charge traded p90 losses for hit-rate losses on the
+  // held-out seeds). docs/routing.md, point 14.
+  double idle_wait_fan_out = 2.0;
   double idle_wait_fan_out_offset = 1.0;
   std::size_t max_seen_blocks = std::size_t{1} << 20;  // per generation of routed-block memory
   // What a prompt stored on a worker that is evicting costs: the blocks it pushes out are asked
