@@ -383,8 +383,16 @@ std::optional<Bf16MatMul> ParseAvailableBf16MatMul(std::string_view name, CpuIsa
     if (error->empty()) return mode;
     return std::nullopt;
   }
-  *error = std::string(name) + ": one of f32, amx, avx512bf16";
+  *error = std::string(name) + ": one of auto, f32, amx, avx512bf16";
   return std::nullopt;
+}
+
+Bf16MatMul AutoBf16MatMul(CpuIsa isa, DType weights) {
+  if (weights != DType::kBF16) return Bf16MatMul::kF32;
+  for (Bf16MatMul mode : {Bf16MatMul::kAmx, Bf16MatMul::kAvx512Bf16}) {
+    if (Bf16MatMulRefusal(mode, isa).empty()) return mode;
+  }
+  return Bf16MatMul::kF32;
 }
 
 std::unique_ptr<Backend> CreateCpuBackend(const CpuBackendOptions& options) {

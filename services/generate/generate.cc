@@ -32,9 +32,16 @@ engine::SamplingParams SamplingFor(const GenerateOptions& o, const ModelTokenize
 }  // namespace
 
 absl::Status RunGenerate(const GenerateOptions& options, std::ostream& out) {
-  std::unique_ptr<kernels::Backend> backend =
-      kernels::CreateCpuBackend({.num_threads = options.threads, .isa = options.cpu_isa,
-                                 .bf16_matmul = options.bf16_matmul});
+  kernels::Bf16MatMul bf16_matmul;
+  if (options.bf16_matmul) {
+    bf16_matmul = *options.bf16_matmul;
+  } else {
+    TANDEM_ASSIGN_OR_RETURN(const kernels::DType weights,
+                            model::PredominantMatrixDtype(options.model));
+    bf16_matmul = kernels::AutoBf16MatMul(options.cpu_isa, weights);
+  }
+  std::unique_ptr<kernels::Backend> backend = kernels::CreateCpuBackend(
+      {.num_threads = options.threads, .isa = options.cpu_isa, .bf16_matmul = bf16_matmul});
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model,
                           model::LoadModel(options.model, {}, backend.get()));
   TANDEM_ASSIGN_OR_RETURN(ModelTokenizer tok,

@@ -31,14 +31,8 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(int argc, const char* const* 
   flags.String("cpu-isa", &cpu_isa,
                "CPU kernels: auto (the best this CPU runs), generic, avx2 or avx512",
                "TANDEM_CPU_ISA");
-  std::string bf16_matmul = "f32";
-  flags.String("bf16-matmul", &bf16_matmul,
-               "bf16 products: f32 (activations stay float32, exact products), amx (operands "
-               "rounded to bf16 and multiplied on AMX tiles, bf16 weights' MatMul and attention, "
-               "as torch does: several times the prefill throughput, last bits differ; needs "
-               "AMX-BF16) or avx512bf16 (the same arithmetic with "
-               "AVX512-BF16's dot products: about twice the prefill throughput; needs "
-               "AVX512-BF16)",
+  std::string bf16_matmul = "auto";
+  flags.String("bf16-matmul", &bf16_matmul, std::string(kernels::kBf16MatMulFlagHelp),
                "TANDEM_BF16_MATMUL");
 
   if (absl::Status st = flags.Parse(argc, argv, env); !st.ok()) return st;
@@ -69,11 +63,13 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(int argc, const char* const* 
       kernels::ParseAvailableCpuIsa(cpu_isa, &cpu_isa_error);
   if (!isa) return absl::InvalidArgumentError("--cpu-isa " + cpu_isa_error);
   o.cpu_isa = *isa;
-  std::string bf16_matmul_error;
-  const std::optional<kernels::Bf16MatMul> mode =
-      kernels::ParseAvailableBf16MatMul(bf16_matmul, *isa, &bf16_matmul_error);
-  if (!mode) return absl::InvalidArgumentError("--bf16-matmul " + bf16_matmul_error);
-  o.bf16_matmul = *mode;
+  if (bf16_matmul != "auto") {
+    std::string bf16_matmul_error;
+    const std::optional<kernels::Bf16MatMul> mode =
+        kernels::ParseAvailableBf16MatMul(bf16_matmul, *isa, &bf16_matmul_error);
+    if (!mode) return absl::InvalidArgumentError("--bf16-matmul " + bf16_matmul_error);
+    o.bf16_matmul = *mode;
+  }
   // Sampling ranges are checked by the engine with the same messages the servers give.
   return parsed;
 }

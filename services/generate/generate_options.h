@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -19,7 +20,9 @@ struct GenerateOptions {
   std::int64_t seed = -1;  // < 0: derived from the request id
   int threads = 0;         // 0: hardware concurrency
   kernels::CpuIsa cpu_isa = kernels::CpuIsa::kAuto;
-  kernels::Bf16MatMul bf16_matmul = kernels::Bf16MatMul::kF32;
+  // nullopt: auto, resolved against the checkpoint's dtype when the backend is made
+  // (kernels::AutoBf16MatMul).
+  std::optional<kernels::Bf16MatMul> bf16_matmul;
   bool print_ids = false;
   int kv_cache_mb = 256;
 };

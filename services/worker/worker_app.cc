@@ -85,10 +85,18 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
   const std::optional<kernels::CpuIsa> cpu_isa =
       kernels::ParseAvailableCpuIsa(cfg.cpu_isa, &cpu_isa_error);
   if (!cpu_isa) return Fail("--cpu-isa " + cpu_isa_error);
-  std::string bf16_matmul_error;
-  const std::optional<kernels::Bf16MatMul> bf16_matmul =
-      kernels::ParseAvailableBf16MatMul(cfg.bf16_matmul, *cpu_isa, &bf16_matmul_error);
-  if (!bf16_matmul) return Fail("--bf16-matmul " + bf16_matmul_error);
+  std::optional<kernels::Bf16MatMul> bf16_matmul;
+  if (cfg.bf16_matmul == "auto") {
+    const absl::StatusOr<kernels::DType> weights = model::PredominantMatrixDtype(cfg.model);
+    if (!weights.ok()) {
+      return Fail(absl::StrCat("loading ", cfg.model, ": ", weights.status().message()));
+    }
+    bf16_matmul = kernels::AutoBf16MatMul(*cpu_isa, *weights);
+  } else {
+    std::string bf16_matmul_error;
+    bf16_matmul = kernels::ParseAvailableBf16MatMul(cfg.bf16_matmul, *cpu_isa, &bf16_matmul_error);
+    if (!bf16_matmul) return Fail("--bf16-matmul " + bf16_matmul_error);
+  }
   auto backend = kernels::CreateCpuBackend(
       {.num_threads = cfg.threads, .isa = *cpu_isa, .bf16_matmul = *bf16_matmul});
   model::LoadOptions load_options;

@@ -1,5 +1,9 @@
 #include "worker_config.h"
 
+#include <string>
+
+#include "tandem/kernels/backend.h"
+
 namespace tandem::worker {
 
 void BindWorkerFlags(config::FlagSet* f, WorkerConfig* c) {
@@ -25,12 +29,7 @@ void BindWorkerFlags(config::FlagSet* f, WorkerConfig* c) {
   f->String("cpu-isa", &c->cpu_isa,
             "CPU kernels: auto (the best this CPU runs), generic, avx2 or avx512",
             "TANDEM_CPU_ISA");
-  f->String("bf16-matmul", &c->bf16_matmul,
-            "bf16 products: f32 (activations stay float32, exact products), amx (operands "
-            "rounded to bf16 and multiplied on AMX tiles, bf16 weights' MatMul and attention, as "
-            "torch does: several times the prefill throughput, last bits differ; needs AMX-BF16) "
-            "or avx512bf16 (the same arithmetic with AVX512-BF16's dot "
-            "products: about twice the prefill throughput; needs AVX512-BF16)",
+  f->String("bf16-matmul", &c->bf16_matmul, std::string(kernels::kBf16MatMulFlagHelp),
             "TANDEM_BF16_MATMUL");
   f->Int("block-size", &c->block_size, "tokens per KV block", "TANDEM_BLOCK_SIZE");
   f->Int64("kv-cache-mb", &c->kv_cache_mb, "KV pool size in MiB", "TANDEM_KV_CACHE_MB");

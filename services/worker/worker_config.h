@@ -22,7 +22,7 @@ struct WorkerConfig {
   std::string port_file;             // when set, "GRPC_PORT METRICS_PORT" is written here
   int threads = 0;                   // compute threads (0: all cores)
   std::string cpu_isa = "auto";      // kernels::ParseCpuIsa; auto: the best this CPU runs
-  std::string bf16_matmul = "f32";   // kernels::ParseAvailableBf16MatMul
+  std::string bf16_matmul = "auto";  // kernels::ParseAvailableBf16MatMul / AutoBf16MatMul
   int block_size = 16;
   std::int64_t kv_cache_mb = 256;
   int max_num_seqs = 64;

@@ -119,7 +119,7 @@ TEST(GenerateCliTest, BadFlagsExitWithStatus2AndAMessage) {
       {{"--model", "m", "--cpu-isa", "avx1024"},
        "--cpu-isa avx1024: this binary and CPU run auto, generic"},
       {{"--model", "m", "--bf16-matmul", "bf16"},
-       "--bf16-matmul bf16: one of f32, amx, avx512bf16"},
+       "--bf16-matmul bf16: one of auto, f32, amx, avx512bf16"},
       // Either this machine lacks AMX (and says so) or AMX cannot run beside the generic copy.
       {{"--model", "m", "--bf16-matmul", "amx", "--cpu-isa", "generic"},
        kernels::IsAmxBf16Available() ? "--bf16-matmul amx runs beside the avx512 kernels"

@@ -16,7 +16,9 @@ a shared machine; llama-bench's own samples are used for its side). tandem loads
 F16 safetensors (and FP8 with block scales, which llama.cpp's converter does not take); where it
 cannot load one, its column says why.
 By default (--bf16-products auto) the bf16 rows also come with bf16 products where the CPU has
-them, as below; --bf16-products none leaves them out.
+them, as below; --bf16-products none leaves them out. Where they are the products the services
+pick by default for a bf16 checkpoint (--bf16-matmul auto: amx, else avx512bf16), that row is
+labelled "bf16" and the exact float32 products' row "bf16-f32".
 With --amx (CPUs with AMX-BF16), tandem's bf16 checkpoint also runs with --bf16-matmul amx
 (activations rounded to bf16 and multiplied on AMX tiles, the arithmetic of vLLM's and torch's bf16
 path), as its own row "bf16-amx" beside the same llama.cpp and vLLM bf16 figures;
@@ -207,7 +209,13 @@ def main():
                           ("vLLM", vl_err)):
             if err:
                 notes.append(f"{dtype} {name}: {err}")
-        for label, mine in ((dtype, td), (f"{dtype}-{amx}", tx if amx else None)):
+        # The services' default (--bf16-matmul auto) multiplies a bf16 checkpoint in the products
+        # this CPU has: that row is plain "bf16", the exact float32 products "bf16-f32".
+        if amx and amx == bf16_products_here():
+            labels = ((f"{dtype}-f32", td), (dtype, tx))
+        else:
+            labels = ((dtype, td), (f"{dtype}-{amx}", tx if amx else None))
+        for label, mine in labels:
             if mine is None:
                 continue
             for test in ("pp", "tg"):

@@ -119,7 +119,7 @@ TEST(Bf16MatMulMode, ParsesNamesAndRefusesWhatThisMachineCannotRun) {
   std::string error;
   EXPECT_EQ(ParseAvailableBf16MatMul("f32", CpuIsa::kAuto, &error), Bf16MatMul::kF32);
   EXPECT_FALSE(ParseAvailableBf16MatMul("bf16", CpuIsa::kAuto, &error).has_value());
-  EXPECT_EQ(error, "bf16: one of f32, amx, avx512bf16");
+  EXPECT_EQ(error, "bf16: one of auto, f32, amx, avx512bf16");
   error.clear();
   const auto dp = ParseAvailableBf16MatMul("avx512bf16", CpuIsa::kAuto, &error);
   EXPECT_EQ(dp.has_value(), IsAvx512Bf16Available());
@@ -143,6 +143,28 @@ TEST(Bf16MatMulMode, ParsesNamesAndRefusesWhatThisMachineCannotRun) {
   EXPECT_EQ(error, "amx runs beside the avx512 kernels, not generic");
   EXPECT_THROW(CreateCpuBackend({.isa = CpuIsa::kGeneric, .bf16_matmul = Bf16MatMul::kAmx}),
                std::invalid_argument);
+}
+
+// The services' default: the peers' bf16 arithmetic for bf16 checkpoints where this CPU has it,
+// AMX before the dot products; exact float32 products for every other dtype and ISA copy.
+TEST(Bf16MatMulMode, AutoPicksBf16ProductsForBf16CheckpointsWhereTheCpuHasThem) {
+  for (DType weights : {DType::kF32, DType::kF16, DType::kF8E4M3}) {
+    EXPECT_EQ(AutoBf16MatMul(CpuIsa::kAuto, weights), Bf16MatMul::kF32) << DTypeName(weights);
+  }
+  EXPECT_EQ(AutoBf16MatMul(CpuIsa::kGeneric, DType::kBF16), Bf16MatMul::kF32);
+  if (IsCpuIsaAvailable(CpuIsa::kAvx2)) {
+    EXPECT_EQ(AutoBf16MatMul(CpuIsa::kAvx2, DType::kBF16), Bf16MatMul::kF32);
+  }
+  const Bf16MatMul picked = AutoBf16MatMul(CpuIsa::kAuto, DType::kBF16);
+  const Bf16MatMul expected = IsAmxBf16Available()      ? Bf16MatMul::kAmx
+                              : IsAvx512Bf16Available() ? Bf16MatMul::kAvx512Bf16
+                                                        : Bf16MatMul::kF32;
+  EXPECT_EQ(picked, expected) << Bf16MatMulName(picked);
+  // Whatever it picks, a backend runs it.
+  auto backend = CreateCpuBackend({.num_threads = 1, .bf16_matmul = picked});
+  if (picked != Bf16MatMul::kF32) {
+    EXPECT_EQ(backend->name(), "cpu-avx512-" + std::string(Bf16MatMulName(picked)));
+  }
 }
 
 // A backend without AMX that is handed bf16 tiles anyway computes the same arithmetic slowly.

@@ -154,7 +154,8 @@ std::string AvailableCpuIsaNames();
 std::optional<CpuIsa> ParseAvailableCpuIsa(std::string_view name, std::string* error);
 
 // How the fast CPU backend's matrix products treat bf16.
-//  kF32: activations stay float32 and every product is exact (the default; the same arithmetic as
+//  kF32: activations stay float32 and every product is exact (the backend's default and the
+//    services' for checkpoints that are not bf16, see AutoBf16MatMul; the same arithmetic as
 //    the other dtypes).
 //  kAmx: the arithmetic of oneDNN and torch for bf16 models, on AMX tiles: the MatMul of bf16
 //    weights rounds its activations to bf16 (nearest even) and sums the products in float32; GQA
@@ -177,9 +178,25 @@ enum class Bf16MatMul : std::uint8_t { kF32, kAmx, kAvx512Bf16 };
 std::string_view Bf16MatMulName(Bf16MatMul mode);  // "f32", "amx", "avx512bf16"
 // A --bf16-matmul value for a backend of `isa` (a --cpu-isa value, kAuto included); nullopt for an
 // unknown name, or for "amx" / "avx512bf16" where this binary and CPU (and OS) cannot run it or
-// `isa` resolves to another copy than avx512, with *error saying which.
+// `isa` resolves to another copy than avx512, with *error saying which. "auto" needs the
+// checkpoint's dtype, so callers resolve it with AutoBf16MatMul before calling this.
 std::optional<Bf16MatMul> ParseAvailableBf16MatMul(std::string_view name, CpuIsa isa,
                                                    std::string* error);
+// The --bf16-matmul flag's help, for every binary that takes it.
+inline constexpr std::string_view kBf16MatMulFlagHelp =
+    "bf16 products: auto (the default: amx, else avx512bf16, where the checkpoint's matrices are "
+    "bf16 and the CPU has the instructions; f32 otherwise), f32 (activations stay float32, exact "
+    "products), amx (operands rounded to bf16 and multiplied on AMX tiles, bf16 weights' MatMul "
+    "and attention, as torch does: several times the prefill throughput, last bits differ; needs "
+    "AMX-BF16) or avx512bf16 (the same arithmetic with AVX512-BF16's dot products: about twice "
+    "the prefill throughput; needs AVX512-BF16)";
+
+// What `--bf16-matmul auto` (the services' default) runs on a backend of `isa` for a checkpoint
+// whose matrices are mostly `weights`: for bf16 the arithmetic the checkpoint was trained and is
+// served with elsewhere (torch, oneDNN, vLLM and llama.cpp all round activations to bf16 for a
+// bf16 model), on AMX tiles where available, else with AVX512-BF16's dot products; kF32 for other
+// dtypes, or where this CPU, binary or `isa` has neither.
+Bf16MatMul AutoBf16MatMul(CpuIsa isa, DType weights);
 // Whether the CPU has AMX-TILE, AMX-BF16 and AVX512-BF16, the build has the AVX-512 kernels, and
 // the OS grants this process the tile registers (asked for here, once; the grant is per process).
 bool IsAmxBf16Available();

@@ -28,4 +28,9 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& path,
                                                  const LoadOptions& options,
                                                  kernels::Backend* backend);
 
+// The dtype holding most of a checkpoint's matrix elements (tensors of two or more dimensions),
+// from the safetensors headers alone; F32 for a llama2.c checkpoint. What `--bf16-matmul auto`
+// asks before the backend (and so the model) exists.
+absl::StatusOr<kernels::DType> PredominantMatrixDtype(const std::string& path);
+
 }  // namespace tandem::model
