@@ -178,6 +178,9 @@ def main():
                          "wants the prompt plus 16 within them: at most 2032 with --vllm)")
     ap.add_argument("--isa", choices=["auto", "avx2"], default="auto",
                     help="avx2: every engine held to AVX2 + FMA + F16C (see above)")
+    # --amx shares the destination, and argparse takes a shared destination's default from the
+    # first option that names it (--amx's None), so the default is set here.
+    ap.set_defaults(bf16_products="auto")
     a = ap.parse_args()
     if a.bf16_products == "auto":
         a.bf16_products = bf16_products_here() if a.isa == "auto" else None
