@@ -1,5 +1,6 @@
 // What a checkpoint's matrices are stored in, read before the model (and its backend) exists.
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 
@@ -33,11 +34,8 @@ absl::StatusOr<kernels::DType> PredominantMatrixDtype(const std::string& path) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, " holds no matrix in a .safetensors file"));
   }
-  auto most = elements.begin();
-  for (auto it = elements.begin(); it != elements.end(); ++it) {
-    if (it->second > most->second) most = it;
-  }
-  return most->first;
+  // Ties go to the first dtype in enum order (float32 before bf16).
+  return std::ranges::max_element(elements, {}, &decltype(elements)::value_type::second)->first;
 }
 
 }  // namespace tandem::model
