@@ -193,6 +193,93 @@ std::vector<Chunk> ChunksOf(auto batch) {
   return chunks;
 }
 
+// Prefill chunks' keys transposed once per call, by groups of kLanes positions, for
+// TransposedScoreRows: per chunk that uses them, [kv head][group][head_dim][kLanes], zero past
+// the chunk's context. A chunk uses them when its queries are many enough to repay the copy
+// (a few tokens against a long cached prefix are not) and head_dim is whole chunks; the scores
+// have the same bits either way, so which chunks do is only a question of speed.
+constexpr int kTransposedMinTokens = 4;
+constexpr std::int64_t kTransposedMinQueries = 32;                     // tokens x heads per KV head
+constexpr std::int64_t kTransposedMaxFloats = std::int64_t{16} << 20;  // 64 MiB per call
+
+class TransposedKeys {
+ public:
+  TransposedKeys(ThreadPool& pool, std::span<const GqaAttentionParams> batch, int group)
+      : offset_(batch.size(), -1),
+        lease_(pool.scratch().Acquire(Plan(batch, group) * sizeof(float))) {
+    struct Item {
+      std::size_t c;
+      std::int64_t groups;
+    };
+    std::vector<Item> items;
+    std::int64_t total = 0;
+    for (std::size_t c = 0; c < batch.size(); ++c) {
+      if (offset_[c] < 0) continue;
+      const std::int64_t groups = Groups(batch[c]);
+      items.push_back({c, groups * batch[c].n_kv_heads});
+      total += items.back().groups;
+    }
+    if (total == 0) return;
+    float* const data = lease_.As<float>();
+    // Item i covers (kv head, group) pairs [0, groups) of its chunk; tasks split the pairs.
+    const int tasks = static_cast<int>(std::min<std::int64_t>(total, pool.size()));
+    pool.Run(tasks, [&](int task, int) {
+      std::int64_t begin = total * task / tasks, end = total * (task + 1) / tasks, seen = 0;
+      for (const Item& item : items) {
+        const std::int64_t lo = std::max(begin, seen) - seen,
+                           hi = std::min(end, seen + item.groups) - seen;
+        seen += item.groups;
+        const GqaAttentionParams& p = batch[item.c];
+        const std::int64_t groups = Groups(p), hd = p.head_dim;
+        const int ctx = p.start_pos + p.n_tokens;
+        for (std::int64_t pair = lo; pair < hi; ++pair) {
+          const std::int64_t head = pair / groups, g = pair % groups;
+          float* out = data + offset_[item.c] + pair * hd * kLanes;
+          for (int lane = 0; lane < kLanes; ++lane) {
+            const std::int64_t t = g * kLanes + lane;
+            if (t >= ctx) {
+              for (std::int64_t d = 0; d < hd; ++d) out[d * kLanes + lane] = 0.0f;
+              continue;
+            }
+            const float* key = p.kv.TokenRow(t) + p.k_offset + head * hd;
+            for (std::int64_t d = 0; d < hd; ++d) out[d * kLanes + lane] = key[d];
+          }
+        }
+      }
+    });
+  }
+
+  // Chunk c's transposed keys of KV head h, or null where the chunk's scores go by DotTile.
+  const float* For(std::size_t c, const GqaAttentionParams& p, int h) const {
+    if (offset_[c] < 0) return nullptr;
+    return lease_.As<float>() + offset_[c] + h * Groups(p) * p.head_dim * kLanes;
+  }
+
+ private:
+  static std::int64_t Groups(const GqaAttentionParams& p) {
+    return (p.start_pos + p.n_tokens + kLanes - 1) / kLanes;
+  }
+  // Picks the chunks (offset_) and returns the floats they need.
+  std::int64_t Plan(std::span<const GqaAttentionParams> batch, int group) {
+    std::int64_t floats = 0;
+    for (std::size_t c = 0; c < batch.size(); ++c) {
+      const GqaAttentionParams& p = batch[c];
+      const std::int64_t need = Groups(p) * kLanes * p.head_dim * p.n_kv_heads;
+      if (p.head_dim % kLanes != 0 || p.n_tokens < kTransposedMinTokens ||
+          static_cast<std::int64_t>(p.n_tokens) * group < kTransposedMinQueries ||
+          floats + need > kTransposedMaxFloats) {
+        continue;
+      }
+      offset_[c] = floats;
+      floats += need;
+    }
+    return floats;
+  }
+
+  std::vector<std::int64_t> offset_;  // floats into the lease, or -1
+  ScratchPool::Lease lease_;
+};
+
 }  // namespace
 
 void GqaAttention(ThreadPool& pool, std::span<const GqaAttentionParams> batch) {
@@ -206,6 +293,7 @@ void GqaAttention(ThreadPool& pool, std::span<const GqaAttentionParams> batch) {
   const std::int64_t hd = batch[0].head_dim;
   const std::vector<Chunk> chunks = ChunksOf(batch);
   const int rows_per_block = RowsPerBlock(hd);
+  const TransposedKeys keys(pool, batch, group);
   ForEachUnit(pool, chunks, n_heads, group, 2LL * n_heads * hd,
               [&](const Unit& u, const UnitScratch& s) {
                 const GqaAttentionParams& p = batch[u.c];
@@ -214,6 +302,16 @@ void GqaAttention(ThreadPool& pool, std::span<const GqaAttentionParams> batch) {
                   return static_cast<std::int64_t>(u.token0 + i) * n_heads + u.h0;
                 };
                 GatherRows(p.kv, u.LastCtx(), s.rows);
+                if (const float* kt = keys.For(u.c, p, u.h0 / group)) {
+                  ForEachBlockAndToken(
+                      u, rows_per_block / kLanes * kLanes, [&](int i, int t0, int t1) {
+                        TransposedScoreRows(p.q + first_of(i) * hd, hd, u.nh, kt, t0, t1, hd,
+                                            p.scale, [&](int j) { return u.Scores(s, i, j); });
+                      });
+                  UnitWeightedSums(u, s, p.v_offset + head_off, hd, rows_per_block,
+                                   [&](int i) { return p.out + first_of(i) * hd; });
+                  return;
+                }
                 const std::int64_t k_off = p.k_offset + head_off;
                 ForEachBlockAndToken(u, rows_per_block, [&](int i, int t0, int t1) {
                   ForEachDot(

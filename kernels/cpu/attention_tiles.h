@@ -71,6 +71,107 @@ inline void ForEachDot(const float* q, std::int64_t q_stride, int nh, int t_begi
   }
 }
 
+// Keys stored transposed by groups of kLanes positions (kt[d * kLanes + p]: element d of the
+// group's position p): the scores of R queries (q_stride apart) against the group's positions,
+// positions in lanes, one vector per query. Each lane is Dot(q_r, key_p, n) to the bit: lane l of
+// Dot's accumulator (element l of every 16-float chunk, FMA'd in chunk order onto zero) is one
+// vector chain here, and HorizontalSum's tree (lane l + l+8, then + 4, + 2, + 1) is vector
+// additions between chains; no shuffles, and a group's 16 scores come out as one vector where
+// DotTile pays a horizontal sum per score. n: a multiple of kLanes.
+#if defined(TANDEM_SIMD_AVX512)
+constexpr int kTransposedRows = 4;  // 16 chain accumulators + 4 keys + sums of 32 zmm
+#else
+constexpr int kTransposedRows = 1;  // AVX2: each F32x16 is two of the 16 ymm
+#endif
+template <int R>
+inline void TransposedDots(const float* q, std::int64_t q_stride, const float* kt, std::int64_t n,
+                           F32x16 (&out)[R]) {
+  F32x16 s2[2][R];  // s2[m][r]: tree level 2 (lanes m and m + 2 of level 4), m = 0, 1
+#pragma GCC unroll 2
+  for (int m = 0; m < 2; ++m) {
+    F32x16 s4[2][R];  // s4[a][r]: level 4 of lane m + 2a (its level-8 lanes and their + 4)
+#pragma GCC unroll 2
+    for (int a = 0; a < 2; ++a) {
+      const int lane = m + 2 * a;
+      // The chains of lanes lane, lane + 8, lane + 4, lane + 12.
+      constexpr int kOffsets[4] = {0, 8, 4, 12};
+      F32x16 acc[4][R];
+#pragma GCC unroll 4
+      for (int e = 0; e < 4; ++e) {
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) acc[e][r] = Zero();
+      }
+      for (std::int64_t c = 0; c < n; c += kLanes) {
+#pragma GCC unroll 4
+        for (int e = 0; e < 4; ++e) {
+          const std::int64_t d = c + lane + kOffsets[e];
+          const F32x16 k = Load(kt + d * kLanes);
+#pragma GCC unroll 4
+          for (int r = 0; r < R; ++r)
+            acc[e][r] = FmaB(Broadcast(q[r * q_stride + d]), k, acc[e][r]);
+        }
+      }
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        s4[a][r] = Add(Add(acc[0][r], acc[1][r]), Add(acc[2][r], acc[3][r]));
+      }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) s2[m][r] = Add(s4[0][r], s4[1][r]);
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) out[r] = Add(s2[0][r], s2[1][r]);
+}
+
+// rows(j)[t] = scale * Dot(q_j, key(t), n) for heads j < nh and positions t in [t0, t1), t0 a
+// multiple of kLanes, from keys transposed by groups (kt: group 0's; a group is n * kLanes
+// floats).
+template <typename RowOf>
+inline void TransposedScoreRows(const float* q, std::int64_t q_stride, int nh, const float* kt,
+                                int t0, int t1, std::int64_t n, float scale, RowOf&& row_of) {
+  const Bcast s = Broadcast(scale);
+  for (int j0 = 0; j0 < nh; j0 += kTransposedRows) {
+    const int hb = std::min(kTransposedRows, nh - j0);
+    for (int t = t0; t < t1; t += kLanes) {
+      const float* group = kt + static_cast<std::int64_t>(t / kLanes) * n * kLanes;
+      const int lanes = std::min(kLanes, t1 - t);
+      F32x16 dots[kTransposedRows];
+      auto run = [&]<int R>() {
+        F32x16 got[R];
+        TransposedDots<R>(q + j0 * q_stride, q_stride, group, n, got);
+        for (int r = 0; r < R; ++r) dots[r] = got[r];
+      };
+      if constexpr (kTransposedRows == 4) {
+        switch (hb) {
+          case 4:
+            run.template operator()<4>();
+            break;
+          case 3:
+            run.template operator()<3>();
+            break;
+          case 2:
+            run.template operator()<2>();
+            break;
+          default:
+            run.template operator()<1>();
+            break;
+        }
+      } else {
+        run.template operator()<1>();
+      }
+      for (int r = 0; r < hb; ++r) {
+        const F32x16 scaled = Mul(dots[r], s);
+        float* at = row_of(j0 + r) + t;
+        if (lanes == kLanes) {
+          Store(at, scaled);
+        } else {
+          StorePartial(at, scaled, lanes);
+        }
+      }
+    }
+  }
+}
+
 // out_j[d0, d0 + 16 C) (clipped to dim) += sum_{t in [t0, t1)} a_j[t] * value(t)[d] for H heads,
 // accumulated in registers in t order, one FMA per term, onto zero (`first`) or onto the sums an
 // earlier range of t stored in out: the order behind every output element, whatever H and C and

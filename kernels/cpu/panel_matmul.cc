@@ -68,8 +68,9 @@ struct PlainColumns {
   const T* panel;  // the panel's column 0
   std::int64_t BlockEnd(std::int64_t, std::int64_t n) const { return n; }
   const PlainColumns& BlockAt(std::int64_t) const { return *this; }
+  template <bool kFetch = true>
   void Load2(std::int64_t k, F32x16 (&w)[kVecs]) const {
-    PrefetchPanel(panel + k * kPanelRows);
+    if constexpr (kFetch) PrefetchPanel(panel + k * kPanelRows);
 #pragma GCC unroll 2
     for (int v = 0; v < kVecs; ++v) {
       const T* at = panel + k * kPanelRows + v * kLanes;
@@ -93,8 +94,9 @@ struct Fp8Columns {
   struct Block {
     const std::uint8_t* panel;
     F32x16 scale[kVecs];
+    template <bool kFetch = true>
     void Load2(std::int64_t k, F32x16 (&w)[kVecs]) const {
-      PrefetchPanel(panel + k * kPanelRows);
+      if constexpr (kFetch) PrefetchPanel(panel + k * kPanelRows);
       static_assert(kVecs == 2);
       LoadFp8x32(panel + k * kPanelRows, w);
 #pragma GCC unroll 2
@@ -158,7 +160,7 @@ struct Lookahead {
 // R rows (packed by PackRows) against columns [0, n) of P panels, onto 0 (`first`) or onto the
 // sums an earlier slice left in y[p]; panel p's first valid[p] outputs are stored. Two panels at
 // once give a lone row (decode) four independent FMA chains and two weight streams.
-template <int R, int P, typename Columns>
+template <int R, int P, typename Columns, bool kFetch = true>
 void Tile(const float* xp, const Columns* cols, std::int64_t n, bool first, float* const* y,
           std::int64_t y_stride, const int* valid, Lookahead* ahead) {
   const char* fetch = nullptr;
@@ -184,7 +186,7 @@ void Tile(const float* xp, const Columns* cols, std::int64_t n, bool first, floa
       if (k < fetch_lines) __builtin_prefetch(fetch + k * 64, 0, 2);  // to L2
       F32x16 w[P][kVecs];
 #pragma GCC unroll 2
-      for (int p = 0; p < P; ++p) blocks[p].Load2(k, w[p]);
+      for (int p = 0; p < P; ++p) blocks[p].template Load2<kFetch>(k, w[p]);
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         const Bcast b = Broadcast(xp[k * R + r]);
@@ -282,7 +284,13 @@ void TilesAgainstPanels(const float* xp, std::int64_t r0, std::int64_t r1, const
   for (; r + R <= r1; r += R, xp += R * n) {
     float* yr[P];
     for (int p = 0; p < P; ++p) yr[p] = y[p] + r * out;
-    Tile<R, P>(xp, cols, n, first, yr, out, valid, ahead);
+    // The first tile brings the panel slice into L1 for the rest of the block: their prefetches
+    // would only take load slots.
+    if (r == r0) {
+      Tile<R, P>(xp, cols, n, first, yr, out, valid, ahead);
+    } else {
+      Tile<R, P, Columns, false>(xp, cols, n, first, yr, out, valid, ahead);
+    }
   }
   if constexpr (R > 1) {
     if (r < r1) TilesAgainstPanels<P, Columns, R - 1>(xp, r, r1, cols, n, first, y, out, valid,
@@ -315,7 +323,10 @@ struct Plan {
 Plan PlanFor(std::int64_t rows, std::int64_t in) {
   if (rows <= kWholeRowsMax) return {rows, rows, in, in};
   const std::int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
-  return {rows, (rows + blocks - 1) / blocks, kSlice, in};
+  // Whole tiles per block: 2,000 rows go as 7 x 256 + 208 rather than 8 x 250, whose 2-row
+  // remainder tile in every block runs at a fraction of the 8-row tile's rate.
+  const std::int64_t per_block = (rows + blocks - 1) / blocks;
+  return {rows, (per_block + kBlockTileRows - 1) / kBlockTileRows * kBlockTileRows, kSlice, in};
 }
 
 // Rows up to this many share one tile with two panels (AVX-512: 4 rows x 4 accumulators).

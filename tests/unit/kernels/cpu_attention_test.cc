@@ -80,7 +80,11 @@ INSTANTIATE_TEST_SUITE_P(
                           GqaShape{6, 3, 19, 7, 100, 3},    // odd head_dim and block size
                           GqaShape{4, 1, 128, 32, 300, 9},  // MQA, long context: threaded
                           GqaShape{8, 1, 64, 16, 500, 1},   // MQA decode: heads split over threads
-                          GqaShape{2, 2, 33, 4, 0, 1}),     // first token
+                          GqaShape{2, 2, 33, 4, 0, 1},      // first token
+                          // Prefill chunks whose scores go by transposed keys (head_dim whole
+                          // 16-float chunks, enough queries per KV head), the last group cut:
+                          GqaShape{4, 4, 32, 16, 21, 40},  // MHA
+                          GqaShape{16, 4, 16, 8, 5, 12}),  // one chunk per head
         ::testing::ValuesIn(AvailableCpuIsas())),
     (testing::IsaParamName<GqaCase::ParamType, 1>));
 
