@@ -276,25 +276,29 @@ void PackTiles(const float* x, std::int64_t in, std::int64_t r0, std::int64_t r1
 }
 
 // Rows [r0, r1), packed by PackTiles, against P panels (y[p]: panel p's output column 0).
+// slice_in_l1: the panels' slice stays in L1 between tiles (the prefill plan's slices; a decode
+// batch's whole rows do not).
 template <int P, typename Columns, int R = kTileRows>
 void TilesAgainstPanels(const float* xp, std::int64_t r0, std::int64_t r1, const Columns* cols,
                         std::int64_t n, bool first, float* const* y, std::int64_t out,
-                        const int* valid, Lookahead* ahead) {
+                        const int* valid, Lookahead* ahead, bool slice_in_l1) {
   std::int64_t r = r0;
   for (; r + R <= r1; r += R, xp += R * n) {
     float* yr[P];
     for (int p = 0; p < P; ++p) yr[p] = y[p] + r * out;
     // The first tile brings the panel slice into L1 for the rest of the block: their prefetches
     // would only take load slots.
-    if (r == r0) {
+    if (r == r0 || !slice_in_l1) {
       Tile<R, P>(xp, cols, n, first, yr, out, valid, ahead);
     } else {
       Tile<R, P, Columns, false>(xp, cols, n, first, yr, out, valid, ahead);
     }
   }
   if constexpr (R > 1) {
-    if (r < r1) TilesAgainstPanels<P, Columns, R - 1>(xp, r, r1, cols, n, first, y, out, valid,
-                                                              ahead);
+    if (r < r1) {
+      TilesAgainstPanels<P, Columns, R - 1>(xp, r, r1, cols, n, first, y, out, valid, ahead,
+                                            slice_in_l1);
+    }
   }
 }
 
@@ -369,10 +373,11 @@ void PanelsAt(const WeightView& w, const T* base, std::int64_t p, std::int64_t k
       if (widened != nullptr) {
         WidenSlice(cols[0], n, widened);
         const PlainColumns<float> plain[1] = {{widened}};
-        return TilesAgainstPanels<P>(xp, r0, r1, plain, n, first, yp, out, valid, ahead);
+        return TilesAgainstPanels<P>(xp, r0, r1, plain, n, first, yp, out, valid, ahead,
+                                     row_blocks);
       }
     }
-    TilesAgainstPanels<P>(xp, r0, r1, cols, n, first, yp, out, valid, ahead);
+    TilesAgainstPanels<P>(xp, r0, r1, cols, n, first, yp, out, valid, ahead, row_blocks);
   };
   if constexpr (std::is_same_v<T, std::uint8_t>) {
     const int shift = std::countr_zero(static_cast<unsigned>(w.scales.block_cols));
