@@ -222,11 +222,16 @@ TEST_F(NetnsTest, APartitionedDecodeIsDetectedWithinTheLeaseAndComesBackCleanly)
   ExpectIdle("decode-a", free_a);
 
   // ... and takes work again, with the same outputs.
+  // Up to three bursts: the router may still see decode-a's old load report for the first one
+  // and place all of it on decode-b (one CI run in many); a decode-a that never gets work fails.
   const double handed_before = HostMetric("decode-a", "tandem_worker_kv_handoffs_completed_total");
-  OnRouterHost([&] { r = Burst(kStreams / 2, kTokens, reference); });
-  ExpectNothingLost(r, kStreams / 2);
+  for (int burst = 0; burst < 3; ++burst) {
+    OnRouterHost([&] { r = Burst(kStreams / 2, kTokens, reference); });
+    ExpectNothingLost(r, kStreams / 2);
+    if (HostMetric("decode-a", "tandem_worker_kv_handoffs_completed_total") > handed_before) break;
+  }
   EXPECT_GT(HostMetric("decode-a", "tandem_worker_kv_handoffs_completed_total"), handed_before)
-      << "decode-a got no work after it came back";
+      << "decode-a got no work in three bursts after it came back";
   ExpectIdle("decode-a", free_a);
   ExpectIdle("decode-b", free_b);
 }
