@@ -3,6 +3,7 @@
 // backends never share (or contend for) threads.
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -389,8 +390,10 @@ std::optional<Bf16MatMul> ParseAvailableBf16MatMul(std::string_view name, CpuIsa
 
 Bf16MatMul AutoBf16MatMul(CpuIsa isa, DType weights) {
   if (weights != DType::kBF16) return Bf16MatMul::kF32;
-  for (Bf16MatMul mode : {Bf16MatMul::kAmx, Bf16MatMul::kAvx512Bf16}) {
-    if (Bf16MatMulRefusal(mode, isa).empty()) return mode;
+  if (Bf16MatMulRefusal(Bf16MatMul::kAmx, isa).empty()) return Bf16MatMul::kAmx;
+  if (Bf16MatMulRefusal(Bf16MatMul::kAvx512Bf16, isa).empty()) {
+    const std::optional<Bf16DotRates>& rates = Bf16DotRatesOfThisCpu();
+    if (rates && Bf16DotsPayOff(*rates)) return Bf16MatMul::kAvx512Bf16;
   }
   return Bf16MatMul::kF32;
 }

@@ -206,11 +206,25 @@ absl::StatusOr<Figures> RunOn(const std::string& path, kernels::CpuIsa isa, MatM
 }
 
 int Main(int argc, char** argv) {
+  // What the services' --bf16-matmul auto runs for a bf16 checkpoint here (engine_vs_peers.py
+  // labels its rows by it): "amx", "avx512bf16" or "f32", then the dot products' measured rates.
+  if (argc == 2 && std::string(argv[1]) == "--auto-bf16-products") {
+    std::printf("%s", kernels::Bf16MatMulName(
+                          kernels::AutoBf16MatMul(kernels::CpuIsa::kAuto, kernels::DType::kBF16))
+                          .data());
+    if (const auto& rates = kernels::Bf16DotRatesOfThisCpu()) {
+      std::printf(" (one core: VDPBF16PS %.1f GFLOP/s, FMA %.1f GFLOP/s)", rates->dot_gflops,
+                  rates->fma_gflops);
+    }
+    std::printf("\n");
+    return 0;
+  }
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: %s MODEL_DIR [threads=2] [pp=512] [tg=128] [repeats=3] [batch=1] "
-                 "[isa=auto|generic|avx2|avx512|all] [layout=panels|rows|amx|both|LIST]\n",
-                 argv[0]);
+                 "[isa=auto|generic|avx2|avx512|all] [layout=panels|rows|amx|both|LIST]\n"
+                 "       %s --auto-bf16-products\n",
+                 argv[0], argv[0]);
     return 2;
   }
   const std::string path = argv[1];

@@ -17,8 +17,11 @@ F16 safetensors (and FP8 with block scales, which llama.cpp's converter does not
 cannot load one, its column says why.
 By default (--bf16-products auto) the bf16 rows also come with bf16 products where the CPU has
 them, as below; --bf16-products none leaves them out. Where they are the products the services
-pick by default for a bf16 checkpoint (--bf16-matmul auto: amx, else avx512bf16), that row is
-labelled "bf16" and the exact float32 products' row "bf16-f32".
+pick by default for a bf16 checkpoint (--bf16-matmul auto: amx, else avx512bf16 where this core
+runs the dot products faster than float32 FMAs; `tandem_llama_bench --auto-bf16-products` says
+which), that row is labelled "bf16" and the exact float32 products' row "bf16-f32"; where auto
+keeps float32 products (Intel cores without AMX), "bf16" is those and the other row
+"bf16-avx512bf16".
 With --amx (CPUs with AMX-BF16), tandem's bf16 checkpoint also runs with --bf16-matmul amx
 (activations rounded to bf16 and multiplied on AMX tiles, the arithmetic of vLLM's and torch's bf16
 path), as its own row "bf16-amx" beside the same llama.cpp and vLLM bf16 figures;
@@ -153,6 +156,14 @@ def bf16_products_here():
     return "avx512bf16" if "avx512_bf16" in flags else None
 
 
+def tandem_auto_bf16(build_dir):
+    """What tandem's --bf16-matmul auto runs for a bf16 checkpoint on this CPU ("amx",
+    "avx512bf16" or "f32": the dot products only where they outrun float32 FMAs), and why."""
+    r = run([Path(build_dir) / "tests/perf/tandem_llama_bench", "--auto-bf16-products"], timeout=60)
+    line = r.stdout.strip()
+    return (line.split()[0] if r.returncode == 0 and line else None), line
+
+
 def fmt(x):
     return f"{x:8.1f}" if isinstance(x, (int, float)) else f"{'-':>8}"
 
@@ -192,6 +203,9 @@ def main():
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     load = os.getloadavg()
     rows, notes = [], []
+    auto_bf16, auto_why = tandem_auto_bf16(a.build_dir) if a.isa == "auto" else (None, "")
+    if "bf16" in a.dtypes and auto_why:
+        notes.append(f"tandem's --bf16-matmul auto for a bf16 checkpoint here: {auto_why}")
     for dtype in a.dtypes:
         model_dir = checkpoint(dtype)
         g = gguf(model_dir, dtype)
@@ -213,8 +227,10 @@ def main():
             if err:
                 notes.append(f"{dtype} {name}: {err}")
         # The services' default (--bf16-matmul auto) multiplies a bf16 checkpoint in the products
-        # this CPU has: that row is plain "bf16", the exact float32 products "bf16-f32".
-        if amx and amx == bf16_products_here():
+        # this CPU has and runs fast: that row is plain "bf16", the exact float32 products
+        # "bf16-f32"; where auto keeps float32 products, "bf16" is those and the other row is
+        # labelled by its products.
+        if amx and amx == auto_bf16:
             labels = ((f"{dtype}-f32", td), (dtype, tx))
         else:
             labels = ((dtype, td), (f"{dtype}-{amx}", tx if amx else None))

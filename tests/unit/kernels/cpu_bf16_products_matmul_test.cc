@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <iostream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -146,7 +148,8 @@ TEST(Bf16MatMulMode, ParsesNamesAndRefusesWhatThisMachineCannotRun) {
 }
 
 // The services' default: the peers' bf16 arithmetic for bf16 checkpoints where this CPU has it,
-// AMX before the dot products; exact float32 products for every other dtype and ISA copy.
+// AMX before the dot products, the dot products only where they outrun float32 FMAs; exact float32
+// products for every other dtype and ISA copy.
 TEST(Bf16MatMulMode, AutoPicksBf16ProductsForBf16CheckpointsWhereTheCpuHasThem) {
   for (DType weights : {DType::kF32, DType::kF16, DType::kF8E4M3}) {
     EXPECT_EQ(AutoBf16MatMul(CpuIsa::kAuto, weights), Bf16MatMul::kF32) << DTypeName(weights);
@@ -156,14 +159,52 @@ TEST(Bf16MatMulMode, AutoPicksBf16ProductsForBf16CheckpointsWhereTheCpuHasThem) 
     EXPECT_EQ(AutoBf16MatMul(CpuIsa::kAvx2, DType::kBF16), Bf16MatMul::kF32);
   }
   const Bf16MatMul picked = AutoBf16MatMul(CpuIsa::kAuto, DType::kBF16);
-  const Bf16MatMul expected = IsAmxBf16Available()      ? Bf16MatMul::kAmx
-                              : IsAvx512Bf16Available() ? Bf16MatMul::kAvx512Bf16
-                                                        : Bf16MatMul::kF32;
+  const std::optional<Bf16DotRates>& rates = Bf16DotRatesOfThisCpu();
+  const Bf16MatMul expected = IsAmxBf16Available() ? Bf16MatMul::kAmx
+                              : IsAvx512Bf16Available() && Bf16DotsPayOff(*rates)
+                                  ? Bf16MatMul::kAvx512Bf16
+                                  : Bf16MatMul::kF32;
+  if (rates) {
+    std::cout << "VDPBF16PS " << rates->dot_gflops << " GFLOP/s, FMA " << rates->fma_gflops
+              << " GFLOP/s on one core: auto picks " << Bf16MatMulName(picked) << "\n";
+  }
   EXPECT_EQ(picked, expected) << Bf16MatMulName(picked);
   // Whatever it picks, a backend runs it.
   auto backend = CreateCpuBackend({.num_threads = 1, .bf16_matmul = picked});
   if (picked != Bf16MatMul::kF32) {
     EXPECT_EQ(backend->name(), "cpu-avx512-" + std::string(Bf16MatMulName(picked)));
+  }
+}
+
+// The dot products pay off only at kBf16DotMinSpeedup x the FMA's flops: an AMD Zen 5 core's
+// rates (2x and more) pick them, an Intel Emerald Rapids core's (half) keeps float32 products.
+TEST(Bf16MatMulMode, TheDotProductsPayOffOnlyWhereTheyOutrunTheFma) {
+  EXPECT_TRUE(Bf16DotsPayOff({.dot_gflops = 500, .fma_gflops = 237}));
+  EXPECT_FALSE(Bf16DotsPayOff({.dot_gflops = 86, .fma_gflops = 174}));
+  EXPECT_FALSE(
+      Bf16DotsPayOff({.dot_gflops = 174, .fma_gflops = 174}));  // same rate: rounding costs
+  EXPECT_TRUE(Bf16DotsPayOff({.dot_gflops = kBf16DotMinSpeedup * 100, .fma_gflops = 100}));
+  EXPECT_FALSE(Bf16DotsPayOff({.dot_gflops = 0.99 * kBf16DotMinSpeedup * 100, .fma_gflops = 100}));
+}
+
+// The measurement exists exactly where the instruction does, gives rates a core can have, and
+// the same decision when taken again (the choice must not flip from one process to the next).
+TEST(Bf16MatMulMode, TheMeasuredRatesAreStableEnoughToDecideOn) {
+  const std::optional<Bf16DotRates> first = MeasureBf16DotRates();
+  ASSERT_EQ(first.has_value(), IsAvx512Bf16Available());
+  if (!first) GTEST_SKIP() << "no AVX512-BF16 here";
+  for (int again = 0; again < 5; ++again) {
+    const std::optional<Bf16DotRates> rates = MeasureBf16DotRates();
+    ASSERT_TRUE(rates.has_value());
+    // Between 1 GFLOP/s and 64 flops x 4 per cycle at 8 GHz: a wrong flop count or a timer
+    // misread lands outside.
+    for (double gflops : {rates->dot_gflops, rates->fma_gflops}) {
+      EXPECT_GT(gflops, 1);
+      EXPECT_LT(gflops, 64 * 4 * 8);
+    }
+    EXPECT_EQ(Bf16DotsPayOff(*rates), Bf16DotsPayOff(*first))
+        << "dot " << rates->dot_gflops << " fma " << rates->fma_gflops << " vs dot "
+        << first->dot_gflops << " fma " << first->fma_gflops;
   }
 }
 

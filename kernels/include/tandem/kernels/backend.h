@@ -170,9 +170,10 @@ std::optional<CpuIsa> ParseAvailableCpuIsa(std::string_view name, std::string* e
 //    the MatMul of bf16 weights, gate/up pairs and q/k/v stacks fused alike, and GQA attention's
 //    two products) with AVX512-BF16's dot-product instruction, for CPUs that have it but no AMX
 //    (AMD Zen 4 and later, Intel Cooper Lake). About twice kF32's prefill where float32 FMAs and
-//    the dot products issue at the same rate (docs/performance.md, "AVX512-BF16 products"); its
-//    bits differ from kAmx's and kF32's; batch invariant like every op. Needs AVX512-BF16 and the
-//    AVX-512 kernels.
+//    the dot products issue at the same rate (AMD Zen 4/5; docs/performance.md, "AVX512-BF16
+//    products"), 0.6x where the dot product issues at half the FMA's rate (Intel Sapphire and
+//    Emerald Rapids with AMX off, "Which bf16 products auto picks"); its bits differ from kAmx's
+//    and kF32's; batch invariant like every op. Needs AVX512-BF16 and the AVX-512 kernels.
 enum class Bf16MatMul : std::uint8_t { kF32, kAmx, kAvx512Bf16 };
 
 std::string_view Bf16MatMulName(Bf16MatMul mode);  // "f32", "amx", "avx512bf16"
@@ -184,19 +185,41 @@ std::optional<Bf16MatMul> ParseAvailableBf16MatMul(std::string_view name, CpuIsa
                                                    std::string* error);
 // The --bf16-matmul flag's help, for every binary that takes it.
 inline constexpr std::string_view kBf16MatMulFlagHelp =
-    "bf16 products: auto (the default: amx, else avx512bf16, where the checkpoint's matrices are "
-    "bf16 and the CPU has the instructions; f32 otherwise), f32 (activations stay float32, exact "
+    "bf16 products: auto (the default: amx, else avx512bf16 where this core runs its dot products "
+    "faster than float32 FMAs, where the checkpoint's matrices are bf16 and the CPU has the "
+    "instructions; f32 otherwise), f32 (activations stay float32, exact "
     "products), amx (operands rounded to bf16 and multiplied on AMX tiles, bf16 weights' MatMul "
     "and attention, as torch does: several times the prefill throughput, last bits differ; needs "
     "AMX-BF16) or avx512bf16 (the same arithmetic with AVX512-BF16's dot products: about twice "
-    "the prefill throughput; needs AVX512-BF16)";
+    "the prefill throughput on AMD Zen 4/5, 0.6x on Intel cores without AMX; needs AVX512-BF16)";
 
 // What `--bf16-matmul auto` (the services' default) runs on a backend of `isa` for a checkpoint
 // whose matrices are mostly `weights`: for bf16 the arithmetic the checkpoint was trained and is
 // served with elsewhere (torch, oneDNN, vLLM and llama.cpp all round activations to bf16 for a
-// bf16 model), on AMX tiles where available, else with AVX512-BF16's dot products; kF32 for other
-// dtypes, or where this CPU, binary or `isa` has neither.
+// bf16 model), on AMX tiles where available, else with AVX512-BF16's dot products where this core
+// runs them fast enough to pay for rounding the activations (Bf16DotsPayOff of
+// Bf16DotRatesOfThisCpu()); kF32 for other dtypes, where this CPU, binary or `isa` has neither, or
+// where the dot products are slow (Intel's cores without AMX: half the FMA's flops).
 Bf16MatMul AutoBf16MatMul(CpuIsa isa, DType weights);
+
+// One core's throughput of AVX512-BF16's VDPBF16PS and of the float32 FMA on 512-bit registers
+// (register operands, GFLOP/s: a dot product counts 64 flops, an FMA 32). AMD Zen 4/5 run the
+// dot product at about twice the FMA's flops, Intel Sapphire and Emerald Rapids at about half.
+struct Bf16DotRates {
+  double dot_gflops = 0;
+  double fma_gflops = 0;
+};
+// Measures them on the calling thread (a fraction of a millisecond: each kind's fastest of 16
+// alternating rounds); nullopt where the CPU or this binary has no AVX512-BF16.
+std::optional<Bf16DotRates> MeasureBf16DotRates();
+// The dot products' flops over the FMA's that kAvx512Bf16 needs to be worth it: its prefill also
+// rounds and pairs the activations, and ran at 0.6x kF32's at a ratio of 0.5 and 1.8-2x at 2-4
+// (docs/performance.md, "Which bf16 products auto picks").
+inline constexpr double kBf16DotMinSpeedup = 1.3;
+bool Bf16DotsPayOff(const Bf16DotRates& rates);
+// MeasureBf16DotRates() of the first call, kept for the process, so that every backend the
+// process creates picks the same arithmetic.
+const std::optional<Bf16DotRates>& Bf16DotRatesOfThisCpu();
 // Whether the CPU has AMX-TILE, AMX-BF16 and AVX512-BF16, the build has the AVX-512 kernels, and
 // the OS grants this process the tile registers (asked for here, once; the grant is per process).
 bool IsAmxBf16Available();
