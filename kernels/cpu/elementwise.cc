@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "simd.h"
 #include "simd_math.h"
@@ -17,13 +18,19 @@ struct PlainAt {
                                   : ToF32(static_cast<const std::uint16_t*>(w.data)[i]);
   }
 };
-struct AnyAt {  // F16, FP8: norms are a few thousand elements, converted one by one
-  const WeightView& w;
-  float operator()(std::int64_t i) const { return w.At(0, i); }
+// F16, FP8: widened once per call into `wide` (exact), not once per row: a 512-token prefill
+// converted each element 512 times, one by one (1.7% of an f16 model's prefill).
+struct WidenedAt {
+  std::vector<float> wide;
+  WidenedAt(const WeightView& w, std::int64_t dim) : wide(dim) {
+    for (std::int64_t i = 0; i < dim; ++i) wide[i] = w.At(0, i);
+  }
+  float operator()(std::int64_t i) const { return wide[i]; }
 };
 
 template <typename At>
-void RmsNormTyped(const float* x, std::int64_t rows, std::int64_t dim, At w, float eps, float* y) {
+void RmsNormTyped(const float* x, std::int64_t rows, std::int64_t dim, const At& w, float eps,
+                  float* y) {
   for (std::int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * dim;
     float* yr = y + r * dim;
@@ -60,7 +67,7 @@ void RmsNorm(const float* x, std::int64_t rows, std::int64_t dim, const WeightVi
   if (weight.dtype == DType::kF32 || weight.dtype == DType::kBF16) {
     RmsNormTyped(x, rows, dim, PlainAt{weight}, eps, y);
   } else {
-    RmsNormTyped(x, rows, dim, AnyAt{weight}, eps, y);
+    RmsNormTyped(x, rows, dim, WidenedAt(weight, dim), eps, y);
   }
 }
 
