@@ -220,18 +220,39 @@ TEST_F(NetnsTest, APartitionedDecodeIsDetectedWithinTheLeaseAndComesBackCleanly)
       << "decode-a did not come back:\n"
       << decode_.process.log();
   ExpectIdle("decode-a", free_a);
+  // The router learns that from decode-a's next load report: its registration carried the
+  // abandoned streams it was still holding, and a burst placed before that report would see
+  // decode-a as the busier one.
+  EXPECT_TRUE(WaitFor([&] {
+    return RouterMetric("tandem_router_worker_load{worker=\"decode-a\",role=\"decode\"}") == 0;
+  })) << "the router still sees load on decode-a";
 
   // ... and takes work again, with the same outputs.
   // Up to three bursts: the router may still see decode-a's old load report for the first one
   // and place all of it on decode-b (one CI run in many); a decode-a that never gets work fails.
   const double handed_before = HostMetric("decode-a", "tandem_worker_kv_handoffs_completed_total");
+  const double b_handed_before =
+      HostMetric("decode-b", "tandem_worker_kv_handoffs_completed_total");
+  const double migrations_before = RouterMetric("tandem_router_migrations_total");
   for (int burst = 0; burst < 3; ++burst) {
     OnRouterHost([&] { r = Burst(kStreams / 2, kTokens, reference); });
     ExpectNothingLost(r, kStreams / 2);
     if (HostMetric("decode-a", "tandem_worker_kv_handoffs_completed_total") > handed_before) break;
   }
+  // What the router saw, for the rare run in which decode-a stays idle: a load it still counts on
+  // decode-a, or handoffs to it that failed and moved (migrations), or none of these.
   EXPECT_GT(HostMetric("decode-a", "tandem_worker_kv_handoffs_completed_total"), handed_before)
-      << "decode-a got no work in three bursts after it came back";
+      << "decode-a got no work in three bursts after it came back; decode-b took "
+      << HostMetric("decode-b", "tandem_worker_kv_handoffs_completed_total") - b_handed_before
+      << " handoffs, migrations during the bursts "
+      << RouterMetric("tandem_router_migrations_total") - migrations_before
+      << ", router load decode-a "
+      << RouterMetric("tandem_router_worker_load{worker=\"decode-a\",role=\"decode\"}")
+      << " decode-b "
+      << RouterMetric("tandem_router_worker_load{worker=\"decode-b\",role=\"decode\"}")
+      << ", decode-a up " << WorkerUp("decode-a") << ", active streams "
+      << HostMetric("decode-a", "tandem_worker_active_streams") << "\nrouter log:\n"
+      << router_.process.log();
   ExpectIdle("decode-a", free_a);
   ExpectIdle("decode-b", free_b);
 }
