@@ -93,12 +93,14 @@ int RunWorkerMain(v1::WorkerRole role, const char* program, const char* summary,
     }
     bf16_matmul = kernels::AutoBf16MatMul(*cpu_isa, *weights);
     // Operators pinning one value across a mixed pool want to see why this node picked its own.
-    if (const auto& rates = kernels::Bf16DotRatesOfThisCpu();
-        rates && *weights == kernels::DType::kBF16) {
-      std::cerr << "worker: --bf16-matmul auto: " << kernels::Bf16MatMulName(*bf16_matmul)
-                << " (one core: VDPBF16PS " << static_cast<int>(rates->dot_gflops)
-                << " GFLOP/s, float32 FMA " << static_cast<int>(rates->fma_gflops)
-                << " GFLOP/s; avx512bf16 needs " << kernels::kBf16DotMinSpeedup << "x)\n";
+    // Other checkpoints never look at the rates, so they are not measured for them.
+    if (*weights == kernels::DType::kBF16) {
+      if (const auto& rates = kernels::Bf16DotRatesOfThisCpu()) {
+        std::cerr << "worker: --bf16-matmul auto: " << kernels::Bf16MatMulName(*bf16_matmul)
+                  << " (one core: VDPBF16PS " << static_cast<int>(rates->dot_gflops)
+                  << " GFLOP/s, float32 FMA " << static_cast<int>(rates->fma_gflops)
+                  << " GFLOP/s; avx512bf16 needs " << kernels::kBf16DotMinSpeedup << "x)\n";
+      }
     }
   } else {
     std::string bf16_matmul_error;

@@ -220,16 +220,16 @@ TEST_F(NetnsTest, APartitionedDecodeIsDetectedWithinTheLeaseAndComesBackCleanly)
       << "decode-a did not come back:\n"
       << decode_.process.log();
   ExpectIdle("decode-a", free_a);
-  // The router learns that from decode-a's next load report: its registration carried the
-  // abandoned streams it was still holding, and a burst placed before that report would see
-  // decode-a as the busier one.
+  // The router learns that from decode-a's next load report; a burst placed before it could see
+  // decode-a as the busier worker.
   EXPECT_TRUE(WaitFor([&] {
     return RouterMetric("tandem_router_worker_load{worker=\"decode-a\",role=\"decode\"}") == 0;
   })) << "the router still sees load on decode-a";
 
   // ... and takes work again, with the same outputs.
-  // Up to three bursts: the router may still see decode-a's old load report for the first one
-  // and place all of it on decode-b (one CI run in many); a decode-a that never gets work fails.
+  // Up to three bursts: one CI run in many placed a whole burst on decode-b, and one placed all
+  // three there (cause not found; the message below says what the router saw); a decode-a that
+  // never gets work fails.
   const double handed_before = HostMetric("decode-a", "tandem_worker_kv_handoffs_completed_total");
   const double b_handed_before =
       HostMetric("decode-b", "tandem_worker_kv_handoffs_completed_total");
