@@ -307,19 +307,7 @@ absl::Status Dispatcher::CallFailed(const WorkerEntry& worker, const char* call,
 }
 
 void Dispatcher::SendCancel(const WorkerEntry& worker, const std::string& request_id) {
-  if (!registry_->IsUp(worker.id())) return;  // nothing to free on a process that is gone
-  struct Call {
-    grpc::ClientContext ctx;
-    v1::CancelRequest request;
-    v1::CancelResponse response;
-  };
-  auto call = std::make_shared<Call>();
-  call->ctx.set_deadline(std::chrono::system_clock::now() + options_.cancel_timeout);
-  call->request.set_request_id(request_id);
-  // Best effort: a worker that misses it still frees the request when its stream or lease ends.
-  Call* raw = call.get();
-  worker.stub().async()->Cancel(&raw->ctx, &raw->request, &raw->response,
-                                [call = std::move(call)](grpc::Status) {});
+  registry_->Cancel(worker, request_id);
 }
 
 }  // namespace tandem::router

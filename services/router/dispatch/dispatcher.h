@@ -93,7 +93,6 @@ class Dispatcher {
     const RouterMetrics* metrics = nullptr;  // optional
     // How long decode keeps blocks reserved for a prefill that never commits.
     int kv_reservation_lease_ms = 30000;
-    std::chrono::milliseconds cancel_timeout{1000};
     async::Executor* executor = nullptr;  // where the generation resumes after each call
   };
   Dispatcher(WorkerRegistry* registry, Options options);
@@ -136,7 +135,8 @@ class Dispatcher {
   absl::Status CallFailed(const WorkerEntry& worker, const char* call,
                           const grpc::ClientContext& ctx, const grpc::Status& status,
                           CallCanceller* canceller, const GenerationRequest& request);
-  // Best effort and asynchronous: nothing waits for the answer.
+  // Asynchronous, nothing waits for the answer; owed to a worker that is down
+  // (WorkerRegistry::Cancel).
   void SendCancel(const WorkerEntry& worker, const std::string& request_id);
 
   WorkerRegistry* registry_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/create_channel.h"
@@ -29,6 +30,17 @@ bool SameGeneration(const v1::WorkerInfo& prefill, const v1::WorkerInfo& decode)
 
 WorkerEntry::WorkerEntry(v1::WorkerInfo info, std::shared_ptr<grpc::Channel> channel)
     : info_(std::move(info)), channel_(std::move(channel)), stub_(v1::Worker::NewStub(channel_)) {}
+
+void WorkerEntry::Owe(OwedCancel cancel) {
+  absl::MutexLock lock(&owed_mu_);
+  if (owed_.size() >= WorkerRegistry::kMaxOwedCancels) owed_.pop_front();
+  owed_.push_back(std::move(cancel));
+}
+
+std::deque<WorkerEntry::OwedCancel> WorkerEntry::TakeOwed() {
+  absl::MutexLock lock(&owed_mu_);
+  return std::exchange(owed_, {});
+}
 
 WorkerLease::WorkerLease(WorkerRegistry* registry, std::shared_ptr<WorkerEntry> entry)
     : registry_(registry), entry_(std::move(entry)) {}
@@ -101,7 +113,7 @@ absl::StatusOr<v1::RegisterWorkerResponse> WorkerRegistry::Register(
   if (it != workers_.end() && SameRegistration(it->second->info(), info)) {
     // The same process registering again (it lost touch with us): keep its entry, so requests
     // in flight on it stay counted and watched.
-    Revive(*it->second);
+    Revive(it->second);
     return LeaseTerms();
   }
   if (it != workers_.end()) {
@@ -184,12 +196,56 @@ v1::RegisterWorkerResponse WorkerRegistry::LeaseTerms() const {
   return response;
 }
 
-void WorkerRegistry::Revive(WorkerEntry& entry) {
-  entry.last_seen_ = options_.now();
-  if (entry.up_) return;
-  entry.up_ = true;
-  if (entry.up_gauge_ != nullptr) entry.up_gauge_->Set(1);
-  std::cerr << "router: worker " << entry.id() << " is back\n";
+void WorkerRegistry::Revive(const std::shared_ptr<WorkerEntry>& entry) {
+  entry->last_seen_ = options_.now();
+  for (WorkerEntry::OwedCancel& cancel : entry->TakeOwed()) SendCancel(entry, std::move(cancel));
+  if (entry->up_) return;
+  entry->up_ = true;
+  if (entry->up_gauge_ != nullptr) entry->up_gauge_->Set(1);
+  std::cerr << "router: worker " << entry->id() << " is back\n";
+}
+
+void WorkerRegistry::Cancel(const WorkerEntry& worker, const std::string& request_id) {
+  std::shared_ptr<WorkerEntry> entry;
+  {
+    absl::MutexLock lock(&mu_);
+    ExpireLeasesLocked();
+    auto it = workers_.find(worker.id());
+    if (it == workers_.end() || it->second.get() != &worker) return;
+    entry = it->second;
+    if (!entry->up_) {
+      entry->Owe({.request_id = request_id});
+      return;
+    }
+  }
+  SendCancel(std::move(entry), {.request_id = request_id});
+}
+
+void WorkerRegistry::SendCancel(std::shared_ptr<WorkerEntry> entry,
+                                WorkerEntry::OwedCancel cancel) const {
+  // The call's state lives until its completion, which may outlive the registry: it touches only
+  // the entry it holds.
+  struct Call {
+    grpc::ClientContext ctx;
+    v1::CancelRequest request;
+    v1::CancelResponse response;
+    std::shared_ptr<WorkerEntry> entry;
+    WorkerEntry::OwedCancel cancel;
+  };
+  auto call = std::make_shared<Call>();
+  call->ctx.set_deadline(std::chrono::system_clock::now() + options_.cancel_timeout);
+  call->request.set_request_id(cancel.request_id);
+  ++cancel.sends;
+  call->cancel = std::move(cancel);
+  call->entry = std::move(entry);
+  Call* raw = call.get();
+  raw->entry->stub().async()->Cancel(
+      &raw->ctx, &raw->request, &raw->response, [call = std::move(call)](grpc::Status status) {
+        // Not through (the worker unreachable, or too slow to answer): owed again.
+        const bool lost = status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                          status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+        if (lost && call->cancel.sends < kMaxCancelSends) call->entry->Owe(std::move(call->cancel));
+      });
 }
 
 v1::HeartbeatResponse WorkerRegistry::Heartbeat(const v1::HeartbeatRequest& request) {
@@ -203,7 +259,7 @@ v1::HeartbeatResponse WorkerRegistry::Heartbeat(const v1::HeartbeatRequest& requ
   WorkerEntry& entry = *it->second;
   entry.load_ = request.load();
   if (request.load().draining()) MarkDrainingLocked(entry);
-  Revive(entry);
+  Revive(it->second);
   PublishLoadLocked(entry);
   return response;
 }

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -16,8 +17,8 @@
 #include "async/task.h"
 #include "dispatch/call_canceller.h"
 #include "router_metrics.h"
-#include "tandem/security/tls.h"
 #include "tandem/routing/types.h"
+#include "tandem/security/tls.h"
 #include "tandem/v1/router_control.pb.h"
 #include "tandem/v1/worker.grpc.pb.h"
 
@@ -51,6 +52,14 @@ class WorkerEntry {
 
  private:
   friend class WorkerRegistry;
+  // A Worker.Cancel the worker has not heard yet: sent while it was down, or lost on the way.
+  struct OwedCancel {
+    std::string request_id;
+    int sends = 0;
+  };
+  void Owe(OwedCancel cancel);
+  std::deque<OwedCancel> TakeOwed();
+
   const v1::WorkerInfo info_;
   const std::shared_ptr<grpc::Channel> channel_;
   const std::unique_ptr<v1::Worker::Stub> stub_;
@@ -67,6 +76,10 @@ class WorkerEntry {
   metrics::Gauge* load_gauge_ = nullptr;
   metrics::Gauge* up_gauge_ = nullptr;
   metrics::Gauge* draining_gauge_ = nullptr;
+  // Its own lock: the cancels' completions add to it from gRPC's threads, never under the
+  // registry's.
+  absl::Mutex owed_mu_;
+  std::deque<OwedCancel> owed_ ABSL_GUARDED_BY(owed_mu_);
 };
 
 class WorkerRegistry;
@@ -129,8 +142,13 @@ class WorkerRegistry {
     SteadyNow now = [] { return std::chrono::steady_clock::now(); };
     const RouterMetrics* metrics = nullptr;  // optional
     security::TlsConfig tls;  // how the router dials workers (mutual TLS when configured)
+    std::chrono::milliseconds cancel_timeout{1000};  // per Worker.Cancel call
   };
   static constexpr int kForgetAfterLeases = 10;
+  // Owed cancels kept per worker (the oldest go first) and tries per cancel: a worker that misses
+  // them still frees the requests when their streams or its KV reservation lease end.
+  static constexpr std::size_t kMaxOwedCancels = 4096;
+  static constexpr int kMaxCancelSends = 4;
   explicit WorkerRegistry(Options options);
 
   // FailedPrecondition for another KV block size, hash scheme or API major; InvalidArgument for missing fields.
@@ -164,6 +182,14 @@ class WorkerRegistry {
   // Marks down every worker whose last heartbeat is older than the lease.
   void ExpireLeases();
 
+  // Tells this registration's worker to drop `request_id` (Worker.Cancel: its reservation, queued
+  // prefill or stream), asynchronously. While the worker is down (a partition, or the lease ran
+  // out) or when the call does not get through, the cancel is owed and sent again with the
+  // worker's next heartbeat: a worker that was cut off lets go of what the router gave up as soon
+  // as it is heard again, not when its KV reservation lease ends. Nothing for a registration that
+  // was replaced or forgotten (its process is gone).
+  void Cancel(const WorkerEntry& worker, const std::string& request_id);
+
   struct Readiness {
     bool ready = false;
     std::string reason;  // why not, when not
@@ -181,7 +207,9 @@ class WorkerRegistry {
   friend class WorkerLease;
   static bool SameRegistration(const v1::WorkerInfo& a, const v1::WorkerInfo& b);
   v1::RegisterWorkerResponse LeaseTerms() const;
-  void Revive(WorkerEntry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Heard from the worker: up again if it was down, and what it is owed is sent.
+  void Revive(const std::shared_ptr<WorkerEntry>& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendCancel(std::shared_ptr<WorkerEntry> entry, WorkerEntry::OwedCancel cancel) const;
   void ExpireLeasesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkDownLocked(WorkerEntry& entry, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkDrainingLocked(WorkerEntry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -74,6 +74,9 @@ struct WorkerScript {
   // draining does before its heartbeat reaches the router: UNAVAILABLE with kDrainingTrailer.
   bool refuse_as_draining = false;
   std::uint32_t max_batch_tokens = 0;  // announced step budget (0: unknown)
+  // The first N Cancel calls are recorded and answered UNAVAILABLE, as a call that did not get
+  // through.
+  int unavailable_first_cancels = 0;
   // The first N Prefill / Generate calls that carry an image without rows (no encoder named)
   // answer FAILED_PRECONDITION with kImageRowsNeededTrailer, as a worker must when its cache
   // does not hold that image's KV; such a Generate first streams rows_needed_after tokens (a
@@ -302,6 +305,10 @@ class FakeWorker final : public v1::Worker::Service {
   grpc::Status Cancel(grpc::ServerContext*, const v1::CancelRequest* request,
                       v1::CancelResponse* response) override {
     Record(absl::StrCat("Cancel ", request->request_id()));
+    if (cancels_.fetch_add(1) < script_.unavailable_first_cancels) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          "the cancel did not get through (scripted)");
+    }
     response->set_found(true);
     return grpc::Status::OK;
   }
@@ -341,6 +348,7 @@ class FakeWorker final : public v1::Worker::Service {
   v1::GenerateRequest last_generate_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> cancelled_generates_ ABSL_GUARDED_BY(mu_);
   v1::PrefillRequest last_prefill_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int> cancels_{0};
 };
 
 // The worker side of RouterControl, driven by the test (no background heartbeats).
