@@ -28,6 +28,7 @@ constexpr char kUsage[] =
     "                            shared_prefix_seconds=X|full_stickiness_reused_share=X|\n"
     "                            displaced_history_stickiness=X|idle_wait_weight=X|\n"
     "                            idle_wait_fan_out=X|idle_wait_fan_out_offset=X|\n"
+    "                            displaced_history_idle_scale=X|\n"
     "                            track_pending=0|1|\n"
     "                            max_in_flight_spread=N|\n"
     "                            prior_prefill_seconds_per_token=X|\n"
@@ -39,7 +40,8 @@ constexpr char kUsage[] =
     "                  [--prefill-overhead-s X] [--prefill-s-per-token X]\n"
     "                  [--kv-transfer-s-per-block X] [--decode-base-s X] [--decode-per-seq-s X]\n"
     "                  [--decode-per-block-s X]   (cost model, seconds; defaults in simulator.h)\n"
-    "policies: round-robin least-load power-of-two sglang-cache-aware dynamo-cost tandem (or all)\n";
+    "policies: round-robin least-load power-of-two sglang-cache-aware dynamo-cost tandem (or "
+    "all)\n";
 
 struct Args {
   std::string trace;
@@ -63,6 +65,8 @@ bool SetTandemOption(absl::string_view assignment, tandem::routing::TandemOption
   else if (kv[0] == "idle_wait_weight") o->idle_wait_weight = v;
   else if (kv[0] == "idle_wait_fan_out") o->idle_wait_fan_out = v;
   else if (kv[0] == "idle_wait_fan_out_offset") o->idle_wait_fan_out_offset = v;
+  else if (kv[0] == "displaced_history_idle_scale")
+    o->displaced_history_idle_scale = v;
   else if (kv[0] == "prefill_overhead_seconds") o->prefill_overhead_seconds = v;
   else if (kv[0] == "displaced_history_stickiness") o->displaced_history_stickiness = v;
   else if (kv[0] == "max_in_flight_spread") o->max_in_flight_spread = static_cast<int>(v);

@@ -121,14 +121,20 @@ class TandemPolicy final : public Policy {
     return options_.cache_stickiness * branch_scale_ / fan_out;
   }
 
+  // Some prefill worker has nothing in flight: work placed there delays no one.
+  static bool AnyIdle(const ClusterView& view, const SlotList& pool) {
+    for (WorkerSlot w : pool) {
+      if (view.workers[w].in_flight == 0) return true;
+    }
+    return false;
+  }
+
   // 1 while no prefill worker is idle (a copy's compute would delay others) or while at least
   // full_stickiness_reused_share of the pool's evictions are asked for again; below that share, in
   // proportion to it (a copy displaces little that anyone asks for again).
   double BranchStickinessScale(const ClusterView& view, const SlotList& pool) {
     if (!(options_.full_stickiness_reused_share > 0)) return 1;
-    bool idle = false;
-    for (WorkerSlot w : pool) idle = idle || view.workers[w].in_flight == 0;
-    if (!idle) return 1;
+    if (!AnyIdle(view, pool)) return 1;
     return std::min(1.0, reused_share_ / options_.full_stickiness_reused_share);
   }
 
@@ -276,7 +282,8 @@ class TandemPolicy final : public Policy {
       }
     }
     const double stickiness = Stickiness(request, view, pool);
-    const double displaced_share = options_.displaced_history_stickiness > 0 ? reused_share_ : 0;
+    double displaced_share = options_.displaced_history_stickiness > 0 ? reused_share_ : 0;
+    if (AnyIdle(view, pool)) displaced_share *= options_.displaced_history_idle_scale;
     // docs/routing.md, "Where the losses came from", points 13-14: while a copy of a
     // branch point is free (rule 4b's scale under 1), waiting for a busy holder is charged beyond
     // the wait itself, so popular prefixes are copied to idle workers before the waits add up.

@@ -243,6 +243,39 @@ TEST_F(TandemPolicyTest, ANewPromptAvoidsAFullCacheWhoseEvictionsAreAskedForAgai
   EXPECT_EQ(Route(*off, Request(conversation)).prefill, 0);
 }
 
+TEST_F(TandemPolicyTest, WhileAWorkerIsIdleAFullCacheIsChargedAQuarter) {
+  // Worker 0 holds a 100-block system prompt and is evicting blocks that are asked for again
+  // (share 1); a new conversation adds 10 blocks (160 tokens: 0.02 s) there, or computes all
+  // 1,760 on worker 1 (0.22 s). With no worker idle rule 4c charges 14 x 0.02 s x 1 = 0.28 s on
+  // worker 0, which then loses; while some worker is idle a quarter of it (0.07 s), and the
+  // conversation joins its system prompt.
+  std::vector<BlockHash> conversation = Chain(1, 100);
+  for (BlockHash h = 9000; h < 9010; ++h) conversation.push_back(h);
+  TandemOptions options;
+  options.cache_stickiness = 0;  // rule 4b's weight out of it
+  for (bool busy : {false, true}) {
+    for (double idle_scale : {1.0, 0.25}) {
+      table_ = WorkerTable();
+      index_ = KvIndex(KvIndex::Options{.max_blocks = 1 << 16});
+      Build(2, 0);
+      Cache(0, Chain(1, 100));
+      Cache(0, Chain(6000, 10));
+      Evict(0, Chain(6000, 10));
+      if (busy) {
+        QueuePrefill(0, 1, /*tokens=*/16);
+        QueuePrefill(1, 1, /*tokens=*/16);
+      }
+      options.displaced_history_idle_scale = idle_scale;
+      auto policy = MakeTandemPolicy(options);
+      Route(*policy, Request(Chain(6000, 10)));  // routed once; evicted since
+      Route(*policy, Request(Chain(6000, 10)));  // asked for again
+      const WorkerSlot expected = !busy && idle_scale < 1 ? 0 : 1;
+      EXPECT_EQ(Route(*policy, Request(conversation)).prefill, expected)
+          << (busy ? "busy" : "idle") << ", idle scale " << idle_scale;
+    }
+  }
+}
+
 TEST_F(TandemPolicyTest, LearntSpeedsOutweighQueueLengths) {
   Build(2, 0);
   // Worker 0 turns out 100x slower than worker 1.

@@ -118,6 +118,12 @@ struct TandemOptions {
   // shared system prompt no longer pins every new conversation to its first holders). 0: off;
   // needs full_stickiness_reused_share > 0 (the measurement). docs/routing.md, rule 4c.
   double displaced_history_stickiness = 14.0;
+  // ... times this while some prefill worker is idle: at light load a prompt's compute elsewhere
+  // delays nobody, while computing it on a holder of its shared prefix only risks histories the
+  // cache may still keep; in full the charge spread new prompts over workers that must compute
+  // their system prompts, and lost p90 to Dynamo at light load (mix-16). Chosen on the tune seeds
+  // and seeds 3-6, never the held-out ones. docs/routing.md, rule 4c and point 18.
+  double displaced_history_idle_scale = 0.25;
   std::size_t max_shared_prefixes = 1 << 16;
   // Blocks routed to a worker and not yet stored there count as held by it until the request's
   // predicted TTFT, while the worker has prefills in flight (the index learns them only when they
