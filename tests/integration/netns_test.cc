@@ -195,6 +195,8 @@ TEST_F(NetnsTest, APartitionedDecodeIsDetectedWithinTheLeaseAndComesBackCleanly)
     std::cerr << std::chrono::duration_cast<milliseconds>(Clock::now() - start).count()
               << " ms: " << what << "\n";
   };
+  const std::string decode_a_load =
+      "tandem_router_worker_load{worker=\"decode-a\",role=\"decode\"}";
   const double free_a = HostMetric("decode-a", "tandem_worker_kv_free_blocks");
   const double free_b = HostMetric("decode-b", "tandem_worker_kv_free_blocks");
   std::map<std::string, std::string> reference;
@@ -239,9 +241,8 @@ TEST_F(NetnsTest, APartitionedDecodeIsDetectedWithinTheLeaseAndComesBackCleanly)
   phase("decode-a is idle");
   // The router learns that from decode-a's next load report; a burst placed before it could see
   // decode-a as the busier worker.
-  EXPECT_TRUE(WaitFor([&] {
-    return RouterMetric("tandem_router_worker_load{worker=\"decode-a\",role=\"decode\"}") == 0;
-  })) << "the router still sees load on decode-a";
+  EXPECT_TRUE(WaitFor([&] { return RouterMetric(decode_a_load) == 0; }))
+      << "the router still sees load on decode-a";
   phase("the router sees no load on decode-a");
 
   // ... and takes work again, with the same outputs.
@@ -267,9 +268,7 @@ TEST_F(NetnsTest, APartitionedDecodeIsDetectedWithinTheLeaseAndComesBackCleanly)
       << HostMetric("decode-b", "tandem_worker_kv_handoffs_completed_total") - b_handed_before
       << " handoffs, migrations during the bursts "
       << RouterMetric("tandem_router_migrations_total") - migrations_before
-      << ", router load decode-a "
-      << RouterMetric("tandem_router_worker_load{worker=\"decode-a\",role=\"decode\"}")
-      << " decode-b "
+      << ", router load decode-a " << RouterMetric(decode_a_load) << " decode-b "
       << RouterMetric("tandem_router_worker_load{worker=\"decode-b\",role=\"decode\"}")
       << ", decode-a up " << WorkerUp("decode-a") << ", active streams "
       << HostMetric("decode-a", "tandem_worker_active_streams") << "\nrouter log:\n"

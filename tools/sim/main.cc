@@ -40,8 +40,7 @@ constexpr char kUsage[] =
     "                  [--prefill-overhead-s X] [--prefill-s-per-token X]\n"
     "                  [--kv-transfer-s-per-block X] [--decode-base-s X] [--decode-per-seq-s X]\n"
     "                  [--decode-per-block-s X]   (cost model, seconds; defaults in simulator.h)\n"
-    "policies: round-robin least-load power-of-two sglang-cache-aware dynamo-cost tandem (or "
-    "all)\n";
+    "policies: round-robin least-load power-of-two sglang-cache-aware dynamo-cost tandem (or all)\n";
 
 struct Args {
   std::string trace;

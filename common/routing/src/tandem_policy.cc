@@ -117,24 +117,16 @@ class TandemPolicy final : public Policy {
                            prompt_ends_.erase(request.block_hashes[run - 1]) > 0;
     branch_scale_ = 1;
     if (continues) return options_.history_stickiness / fan_out;
-    branch_scale_ = BranchStickinessScale(view, pool);
+    branch_scale_ = BranchStickinessScale();
     return options_.cache_stickiness * branch_scale_ / fan_out;
-  }
-
-  // Some prefill worker has nothing in flight: work placed there delays no one.
-  static bool AnyIdle(const ClusterView& view, const SlotList& pool) {
-    for (WorkerSlot w : pool) {
-      if (view.workers[w].in_flight == 0) return true;
-    }
-    return false;
   }
 
   // 1 while no prefill worker is idle (a copy's compute would delay others) or while at least
   // full_stickiness_reused_share of the pool's evictions are asked for again; below that share, in
   // proportion to it (a copy displaces little that anyone asks for again).
-  double BranchStickinessScale(const ClusterView& view, const SlotList& pool) {
+  double BranchStickinessScale() const {
     if (!(options_.full_stickiness_reused_share > 0)) return 1;
-    if (!AnyIdle(view, pool)) return 1;
+    if (!pool_idle_) return 1;
     return std::min(1.0, reused_share_ / options_.full_stickiness_reused_share);
   }
 
@@ -247,7 +239,11 @@ class TandemPolicy final : public Policy {
     // Recomputing what is cached elsewhere also delays the requests that will queue behind this
     // one: the busier the pool, the more a hit is worth against a shorter queue.
     double in_flight_sum = 0;
-    for (WorkerSlot w : pool) in_flight_sum += internal::Load(view.workers[w]);
+    pool_idle_ = false;
+    for (WorkerSlot w : pool) {
+      in_flight_sum += internal::Load(view.workers[w]);
+      pool_idle_ = pool_idle_ || view.workers[w].in_flight == 0;
+    }
     const double own_weight =
         options_.own_work_weight + options_.own_work_weight_per_queued * in_flight_sum / pool.size;
     std::array<double, kMaxWorkers>& ttft = ttft_;
@@ -283,7 +279,7 @@ class TandemPolicy final : public Policy {
     }
     const double stickiness = Stickiness(request, view, pool);
     double displaced_share = options_.displaced_history_stickiness > 0 ? reused_share_ : 0;
-    if (AnyIdle(view, pool)) displaced_share *= options_.displaced_history_idle_scale;
+    if (pool_idle_) displaced_share *= options_.displaced_history_idle_scale;
     // docs/routing.md, "Where the losses came from", points 13-14: while a copy of a
     // branch point is free (rule 4b's scale under 1), waiting for a busy holder is charged beyond
     // the wait itself, so popular prefixes are copied to idle workers before the waits add up.
@@ -349,6 +345,9 @@ class TandemPolicy final : public Policy {
   double fan_out_ = 1;  // set per decision (Stickiness): SharedPrefixFanOut's count
   double branch_scale_ = 1;  // set per decision (Stickiness): rule 4b's scale, 1 for a history
   double reused_share_ = 0;  // set per decision (ChoosePrefill): ReusedShare, rules 4b and 4c
+  // Set per decision (ChoosePrefill): some prefill worker has nothing in flight, so work placed
+  // there delays no one (rules 4b and 4c).
+  bool pool_idle_ = false;
   internal::PendingPrefixes pending_;
   MatchResult match_;
   // Per worker, for the decision being made: predicted TTFT, cached tokens and cached run in

@@ -82,7 +82,7 @@ async::Task<absl::StatusOr<GenerationOutcome>> Dispatcher::Run(const GenerationR
   }
   if (canceller->cancelled()) {
     // The client left or a worker went down mid-request: free whatever the others still hold.
-    for (const WorkerEntry* worker : involved) SendCancel(*worker, request.request_id);
+    for (const WorkerEntry* worker : involved) registry_->Cancel(*worker, request.request_id);
     co_return canceller->reason();
   }
   co_return outcome;
@@ -151,7 +151,7 @@ async::Task<absl::StatusOr<GenerationOutcome>> Dispatcher::RunDisaggregated(
     });
     if (!st.ok()) {
       // Decode would reclaim the reservation when its lease ends; free it now instead.
-      if (!canceller->cancelled()) SendCancel(decode, request.request_id);
+      if (!canceller->cancelled()) registry_->Cancel(decode, request.request_id);
       co_return CallFailed(prefill, "Prefill", ctx, st, canceller, request);
     }
   }
@@ -304,10 +304,6 @@ absl::Status Dispatcher::CallFailed(const WorkerEntry& worker, const char* call,
       return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
                           absl::StrCat(where, status.error_message()));
   }
-}
-
-void Dispatcher::SendCancel(const WorkerEntry& worker, const std::string& request_id) {
-  registry_->Cancel(worker, request_id);
 }
 
 }  // namespace tandem::router

@@ -135,9 +135,6 @@ class Dispatcher {
   absl::Status CallFailed(const WorkerEntry& worker, const char* call,
                           const grpc::ClientContext& ctx, const grpc::Status& status,
                           CallCanceller* canceller, const GenerationRequest& request);
-  // Asynchronous, nothing waits for the answer; owed to a worker that is down
-  // (WorkerRegistry::Cancel).
-  void SendCancel(const WorkerEntry& worker, const std::string& request_id);
 
   WorkerRegistry* registry_;
   const Options options_;
