@@ -69,6 +69,10 @@ void BindRouterFlags(config::FlagSet* f, RouterConfig* c) {
   f->Double("prefill-hold-aging", &c->prefill_hold_aging,
             "seconds of priority a held prefill gains per second it waits (bounds its wait)",
             "TANDEM_ROUTER_PREFILL_HOLD_AGING");
+  f->Bool("warm-ups", &c->warm_ups,
+          "tandem policy: copy a hot prompt prefix onto an idle prefill worker (computed there "
+          "alone) once enough requests have queued behind its one holder",
+          "TANDEM_ROUTER_WARM_UPS");
   f->Int("prefill-batch-tokens", &c->prefill_batch_tokens,
          "tandem policy: held prefills whose uncached tokens together fit this go out to their "
          "worker at once and are computed in one engine step (-1: each worker's announced "

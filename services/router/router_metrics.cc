@@ -123,6 +123,15 @@ absl::StatusOr<RouterMetrics> RouterMetrics::Create(metrics::Registry* r) {
       Unlabelled(r->AddHistogram("tandem_router_prefill_hold_seconds",
                                  "How long held prefills waited in the router before starting.",
                                  latency)));
+  TANDEM_ASSIGN_OR_RETURN(
+      m.prefill_warm_ups,
+      Unlabelled(r->AddCounter("tandem_router_prefill_warm_ups_total",
+                               "Hot prompt prefixes sent to an idle prefill worker to compute "
+                               "alone (--warm-ups).")));
+  TANDEM_ASSIGN_OR_RETURN(
+      m.prefill_warm_ups_failed,
+      Unlabelled(r->AddCounter("tandem_router_prefill_warm_ups_failed_total",
+                               "Warm-ups that ended without the worker's answer.")));
   return m;
 }
 

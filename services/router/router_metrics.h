@@ -44,6 +44,8 @@ struct RouterMetrics {
   metrics::Histogram* kv_handoff_seconds = nullptr;
   metrics::Gauge* prefills_held = nullptr;             // in the tandem policy's hold queue
   metrics::Histogram* prefill_hold_seconds = nullptr;  // routed to released, held ones only
+  metrics::Counter* prefill_warm_ups = nullptr;        // hot prefixes sent to idle workers
+  metrics::Counter* prefill_warm_ups_failed = nullptr;
 };
 
 }  // namespace tandem::router

@@ -75,16 +75,17 @@ absl::Status RouterServer::Init() {
     return absl::InvalidArgumentError(
         "--prefill-hold-depth and --prefill-hold-aging must not be negative");
   }
-  TANDEM_ASSIGN_OR_RETURN(prefix_router_,
-                          PrefixRouter::Create(PrefixRouter::Options{
-                              .block_size = cfg.kv_block_size,
-                              .policy = cfg.routing_policy,
-                              .max_index_blocks = static_cast<std::size_t>(cfg.routing_index_blocks),
-                              .prefill_hold_depth = cfg.prefill_hold_depth,
-                              .prefill_hold_aging = cfg.prefill_hold_aging,
-                              .prefill_batch_tokens = cfg.prefill_batch_tokens,
-                              .metrics = &metrics_,
-                              .now = options_.now}));
+  TANDEM_ASSIGN_OR_RETURN(
+      prefix_router_, PrefixRouter::Create(PrefixRouter::Options{
+                          .block_size = cfg.kv_block_size,
+                          .policy = cfg.routing_policy,
+                          .max_index_blocks = static_cast<std::size_t>(cfg.routing_index_blocks),
+                          .prefill_hold_depth = cfg.prefill_hold_depth,
+                          .prefill_hold_aging = cfg.prefill_hold_aging,
+                          .prefill_batch_tokens = cfg.prefill_batch_tokens,
+                          .warm_ups = cfg.warm_ups,
+                          .metrics = &metrics_,
+                          .now = options_.now}));
   selector_ = std::make_unique<PolicySelector>(registry_.get(), prefix_router_.get());
   if (cfg.generation_threads < 0) {
     return absl::InvalidArgumentError("--generation-threads must not be negative");

@@ -80,6 +80,37 @@ std::chrono::system_clock::time_point DeadlineOf(std::uint64_t deadline_unix_ms)
   return std::chrono::system_clock::time_point(std::chrono::milliseconds(deadline_unix_ms));
 }
 
+// What a one-shot engine request (a prefill, a warm-up) ended with.
+struct Finished {
+  serving::RequestUpdate last;  // the last non-empty tokens and the finishing update's fields
+  bool cancel_sent = false;     // the caller went away or the deadline passed first
+};
+
+// Waits for request `id`'s end, cancelling it in the engine once the call is cancelled or its
+// deadline (unix ms, 0: none) has passed.
+Finished AwaitFinished(UpdateQueue& queue, serving::EngineLoop& loop, const std::string& id,
+                       grpc::ServerContext* context, std::int64_t deadline_ms) {
+  Finished out;
+  while (!out.last.finished) {
+    for (serving::RequestUpdate& u : queue.PopAll(std::chrono::milliseconds(20))) {
+      if (!u.new_tokens.empty()) out.last.new_tokens = u.new_tokens;
+      if (u.finished) {
+        out.last.finished = true;
+        out.last.finish_reason = u.finish_reason;
+        out.last.error = u.error;
+        out.last.image_rows_missing = u.image_rows_missing;
+        out.last.cached_tokens = u.cached_tokens;
+      }
+    }
+    if (!out.cancel_sent &&
+        (context->IsCancelled() || (deadline_ms > 0 && NowUnixMs() > deadline_ms))) {
+      loop.Cancel(id);
+      out.cancel_sent = true;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 WorkerService::WorkerService(const WorkerConfig& config, serving::EngineLoop* loop,
@@ -142,6 +173,7 @@ grpc::Status WorkerService::Prefill(grpc::ServerContext* context,
   absl::Status valid = ValidateCommon(request->version(), request->request_id(),
                                       request->prompt_token_ids_size());
   if (!valid.ok()) return rpc::ToGrpc(valid);
+  if (request->warm_up()) return WarmUp(context, request, response);
   if (request->kv_target().blocks_size() == 0) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "kv_target has no blocks");
   }
@@ -170,25 +202,8 @@ grpc::Status WorkerService::Prefill(grpc::ServerContext* context,
       });
   if (!submitted.ok()) return rpc::ToGrpc(submitted);
 
-  const std::int64_t deadline_ms = request->deadline_unix_ms();
-  serving::RequestUpdate last;
-  bool cancel_sent = false;
-  while (!last.finished) {
-    for (serving::RequestUpdate& u : queue->PopAll(std::chrono::milliseconds(20))) {
-      if (!u.new_tokens.empty()) last.new_tokens = u.new_tokens;
-      if (u.finished) {
-        last.finished = true;
-        last.finish_reason = u.finish_reason;
-        last.error = u.error;
-        last.image_rows_missing = u.image_rows_missing;
-        last.cached_tokens = u.cached_tokens;
-      }
-    }
-    if (!cancel_sent && (context->IsCancelled() || (deadline_ms > 0 && NowUnixMs() > deadline_ms))) {
-      loop_->Cancel(id);
-      cancel_sent = true;
-    }
-  }
+  const auto [last, cancel_sent] =
+      AwaitFinished(*queue, *loop_, id, context, request->deadline_unix_ms());
   const auto release_held = [&] {
     loop_->RunOnLoop([&](engine::Engine& e) {
            e.ReleaseHeldKv(id).IgnoreError();  // absent when the request did not complete
@@ -234,6 +249,50 @@ grpc::Status WorkerService::Prefill(grpc::ServerContext* context,
   response->set_handoff_id(request->kv_target().handoff_id());
   response->set_kv_bytes(sent->bytes);
   response->set_kv_transfer_us(static_cast<std::uint32_t>(sent->elapsed.count()));
+  return grpc::Status::OK;
+}
+
+grpc::Status WorkerService::WarmUp(grpc::ServerContext* context, const v1::PrefillRequest* request,
+                                   v1::PrefillResponse* response) {
+  if (request->kv_target().blocks_size() > 0 || request->images_size() > 0 ||
+      request->resumed_tokens() > 0) {
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        "a warm-up takes prompt tokens only (no kv_target, images or resumed tokens)");
+  }
+  auto cls = TrafficClassOf(request->traffic_class());
+  if (!cls.ok()) return rpc::ToGrpc(cls.status());
+  const std::string& id = request->request_id();
+  std::vector<std::int32_t> prompt(request->prompt_token_ids().begin(),
+                                   request->prompt_token_ids().end());
+  // The engine computes a prompt on the way to its first token; greedy, one token. The prompt's
+  // blocks stay in the prefix cache afterwards like any finished request's, under the request's
+  // cache salt (a salted prefix is warmed in its own namespace, never into a shared one).
+  engine::SamplingParams params;
+  params.temperature = 0;
+  params.max_tokens = 1;
+  params.kv_hash_root = request->sampling().kv_hash_root();
+  auto queue = std::make_shared<UpdateQueue>();
+  absl::Status submitted = loop_->SubmitWith(
+      id, [queue](const serving::RequestUpdate& u) { queue->Push(u); },
+      [&](engine::Engine& e) {
+        return e.AddRequest(
+            id, prompt, params,
+            engine::Engine::RequestOptions{
+                .hold_kv = false, .traffic_class = *cls, .resumed_tokens = 0, .images = {}});
+      });
+  if (!submitted.ok()) return rpc::ToGrpc(submitted);
+  const auto [last, cancel_sent] =
+      AwaitFinished(*queue, *loop_, id, context, request->deadline_unix_ms());
+  if (last.finish_reason == engine::FinishReason::kCancelled || cancel_sent) {
+    cancelled_total_.fetch_add(1);
+    return grpc::Status(grpc::StatusCode::CANCELLED, "warm-up cancelled");
+  }
+  if (last.finish_reason == engine::FinishReason::kError) {
+    return grpc::Status(grpc::StatusCode::INTERNAL, absl::StrCat("warm-up failed: ", last.error));
+  }
+  response->set_first_token_id(-1);
+  response->set_cached_prompt_tokens(last.cached_tokens);
   return grpc::Status::OK;
 }
 

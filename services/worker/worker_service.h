@@ -65,6 +65,9 @@ class WorkerService final : public v1::Worker::WithCallbackMethod_Generate<v1::W
   // New work (not the Generate that completes a handoff reserved earlier) arriving mid-drain is
   // refused with kDrainingTrailer (the router places it elsewhere); true when it was.
   bool RefuseIfDraining(grpc::ServerContextBase* context, grpc::Status* refusal);
+  // Prefill's warm-up form: the prompt into the prefix cache, nothing held or sent.
+  grpc::Status WarmUp(grpc::ServerContext* context, const v1::PrefillRequest* request,
+                      v1::PrefillResponse* response);
   // The call's answer when its images could not be resolved; rows lost on the way (ImageRowsLost)
   // carry rpc::kImageRowsNeededTrailer, so the router encodes them again rather than taking this
   // worker for lost.

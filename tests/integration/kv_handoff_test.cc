@@ -260,6 +260,50 @@ TEST_F(KvHandoffTest, PrefillAgainstAMismatchedReservationFailsAndHoldsNothing) 
   EXPECT_EQ(DecodeMetric("tandem_worker_kv_reserved_blocks"), 0);
 }
 
+TEST_F(KvHandoffTest, AWarmUpLeavesThePromptInThePrefillCacheAndSendsNothing) {
+  StartWorker(&decode_, TANDEM_DECODE_BIN, "decode");
+  StartWorker(&prefill_, TANDEM_PREFILL_BIN, "prefill");
+  const auto prefill_metric = [&](const std::string& name) {
+    return testing::MetricValue(testing::HttpGet(prefill_.metrics_port, "/metrics"), name);
+  };
+  std::vector<int> prompt;
+  for (int i = 0; i < 80; ++i) prompt.push_back(2 + (i * 37) % 500);
+  const auto warm_up = [&](const std::string& id, v1::PrefillResponse* out) {
+    v1::PrefillRequest call;
+    call.set_request_id(id);
+    call.set_warm_up(true);
+    for (int t : prompt) call.add_prompt_token_ids(t);
+    grpc::ClientContext ctx;
+    return prefill_.stub->Prefill(&ctx, call, out);
+  };
+  v1::PrefillResponse first;
+  const grpc::Status s1 = warm_up("warm-1", &first);
+  ASSERT_TRUE(s1.ok()) << s1.error_message();
+  EXPECT_EQ(first.cached_prompt_tokens(), 0u);
+  EXPECT_EQ(first.kv_bytes(), 0u);
+  EXPECT_TRUE(first.handoff_id().empty());
+  // The same prompt again finds its full blocks cached: the warm-up's compute stayed.
+  v1::PrefillResponse second;
+  const grpc::Status s2 = warm_up("warm-2", &second);
+  ASSERT_TRUE(s2.ok()) << s2.error_message();
+  EXPECT_GE(second.cached_prompt_tokens(), 64u);
+  EXPECT_LT(second.cached_prompt_tokens(), prompt.size());
+  EXPECT_EQ(prefill_metric("tandem_worker_active_requests"), 0);
+  EXPECT_EQ(DecodeMetric("tandem_worker_kv_reserved_blocks"), 0);
+
+  // A warm-up carries prompt tokens only.
+  v1::PrefillRequest bad;
+  bad.set_request_id("warm-bad");
+  bad.set_warm_up(true);
+  for (int t : prompt) bad.add_prompt_token_ids(t);
+  bad.mutable_kv_target()->add_blocks();
+  v1::PrefillResponse ignored;
+  grpc::ClientContext c3;
+  EXPECT_EQ(prefill_.stub->Prefill(&c3, bad, &ignored).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(prefill_metric("tandem_worker_active_requests"), 0);
+}
+
 TEST_F(KvHandoffTest, CancelOfAReservationFreesItAtOnce) {
   StartWorker(&decode_, TANDEM_DECODE_BIN, "decode");
   v1::ReserveKvRequest reserve;

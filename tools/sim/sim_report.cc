@@ -21,6 +21,8 @@ std::string ToJson(const SimResult& r) {
   j["imbalance_mean"] = r.imbalance_mean;
   j["simulated_seconds"] = r.simulated_seconds;
   j["index_gaps"] = r.index_gaps;
+  j["warm_ups"] = r.warm_ups;
+  j["warm_up_tokens"] = r.warm_up_tokens;
   return j.dump();
 }
 

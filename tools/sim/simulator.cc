@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <deque>
+#include <optional>
 #include <queue>
+#include <span>
 
 #include "absl/strings/str_cat.h"
 #include "block_lru.h"
@@ -10,6 +12,7 @@
 #include "stats.h"
 #include "tandem/routing/kv_index.h"
 #include "tandem/routing/prefill_queue.h"
+#include "tandem/routing/warm_up.h"
 #include "tandem/routing/worker_state.h"
 
 namespace tandem::sim {
@@ -35,6 +38,18 @@ struct RequestState {
   std::int64_t computed_tokens = 0;
   double started = 0;  // when its prefill started on the worker
 };
+
+// A warm-up (routing::WarmUpPlanner) as its worker runs it: a prefix computed alone.
+struct WarmUpJob {
+  std::span<const BlockHash> chain;  // the run to compute
+  std::int64_t predicted_uncached = 0;
+  std::vector<BlockHash> to_store;
+  BlockHash parent = 0;
+  std::int64_t computed_tokens = 0;
+  double compute_seconds = 0;
+};
+// Worker queues hold request indices, and warm-ups from here on.
+constexpr int kWarmUpIdBase = 1 << 30;
 
 struct PrefillWorker {
   explicit PrefillWorker(std::int64_t capacity) : cache(capacity) {}
@@ -77,7 +92,11 @@ class Simulation {
             .depth = config.hold_every_policy || routing::PolicyHoldsPrefills(policy.name())
                          ? config.prefill_hold_depth
                          : 0,
-            .aging = config.prefill_hold_aging}) {}
+            .aging = config.prefill_hold_aging}),
+        warm_ups_(config.warm_up) {
+    if (!routing::PolicyWarmsUp(policy.name()))
+      warm_ups_ = routing::WarmUpPlanner({.enabled = false});
+  }
 
   absl::StatusOr<SimResult> Run() {
     if (absl::Status s = Setup(); !s.ok()) return s;
@@ -192,6 +211,10 @@ class Simulation {
     r.blocks = static_cast<std::int64_t>(t.chain.size());
     r.predicted_uncached = t.input_length - decision->predicted_cached_tokens;
     r.decode_blocks = (t.input_length + t.output_length + config_.block_size - 1) / config_.block_size;
+    const std::optional<routing::WarmUp> warm_up = warm_ups_.Plan(
+        t.chain, r.prefill,
+        routing::ClusterView{.index = &index_, .workers = table_.states(), .now_seconds = now_},
+        now_);
     table_.OnPrefillDispatched(r.prefill, r.predicted_uncached, r.blocks, now_);
     table_.OnDecodeDispatched(r.decode, r.decode_blocks);
     // The router's prediction, as PrefixRouter makes it: uncached tokens at its learnt speed, not
@@ -203,7 +226,21 @@ class Simulation {
     if (hold_.Enqueue(static_cast<routing::PrefillQueue::Ticket>(id), r.prefill, predicted, now_)) {
       SendToWorker(id);
     }
+    if (warm_up.has_value()) StartWarmUp(*warm_up, t.chain);
     return absl::OkStatus();
+  }
+
+  // The warm-up goes straight to its idle worker: nothing is held for it, no request waits on it.
+  void StartWarmUp(const routing::WarmUp& plan, std::span<const BlockHash> chain) {
+    WarmUpJob job;
+    job.chain = chain.first(plan.blocks);
+    job.predicted_uncached =
+        static_cast<std::int64_t>(plan.blocks - plan.cached_blocks) * config_.block_size;
+    table_.OnPrefillDispatched(plan.worker, job.predicted_uncached, plan.blocks, now_);
+    warm_up_jobs_.push_back(std::move(job));
+    prefill_[plan.worker].queue.push_back(kWarmUpIdBase + static_cast<int>(warm_up_jobs_.size()) -
+                                          1);
+    if (prefill_[plan.worker].running < 0) StartPrefill(plan.worker);
   }
 
   void SendToWorker(int id) {
@@ -233,6 +270,10 @@ class Simulation {
     const int id = w.queue.front();
     w.queue.pop_front();
     w.running = id;
+    if (id >= kWarmUpIdBase) {
+      StartWarmUpCompute(p, warm_up_jobs_[id - kWarmUpIdBase]);
+      return;
+    }
     RequestState& r = requests_[id];
     const TraceRequest& t = *r.trace;
     const std::int64_t run = w.cache.LeadingRun(t.chain);
@@ -256,9 +297,39 @@ class Simulation {
     Push(now_ + r.compute_seconds, EventType::kPrefillDone, p);
   }
 
+  void StartWarmUpCompute(WorkerSlot p, WarmUpJob& job) {
+    PrefillWorker& w = prefill_[p];
+    const std::int64_t run = w.cache.LeadingRun(job.chain);
+    std::vector<BlockHash> evicted;
+    w.cache.Use(job.chain, &evicted);
+    Publish(p, KvEvent::Kind::kRemoved, 0, std::move(evicted));
+    for (BlockHash h : job.chain.subspan(run)) {
+      if (w.cache.Contains(h)) job.to_store.push_back(h);
+    }
+    job.parent = run > 0 ? job.chain[run - 1] : 0;
+    job.computed_tokens = (static_cast<std::int64_t>(job.chain.size()) - run) * config_.block_size;
+    job.compute_seconds =
+        config_.prefill_overhead_seconds +
+        static_cast<double>(job.computed_tokens) * config_.prefill_seconds_per_token * w.slowdown;
+    warm_up_tokens_ += job.computed_tokens;
+    Push(now_ + job.compute_seconds, EventType::kPrefillDone, p);
+  }
+
+  void FinishWarmUp(WorkerSlot p, WarmUpJob& job) {
+    Publish(p, KvEvent::Kind::kStored, job.parent, std::move(job.to_store));
+    table_.OnPrefillFinished(p, job.predicted_uncached, static_cast<std::int64_t>(job.chain.size()),
+                             job.computed_tokens, job.compute_seconds, now_);
+    warm_ups_.Done(job.chain.back(), now_);
+    StartPrefill(p);
+  }
+
   void FinishPrefill(WorkerSlot p) {
     PrefillWorker& w = prefill_[p];
     const int id = w.running;
+    if (id >= kWarmUpIdBase) {
+      FinishWarmUp(p, warm_up_jobs_[id - kWarmUpIdBase]);
+      return;
+    }
     RequestState& r = requests_[id];
     // The KV exists once computed: that is when the worker announces it.
     Publish(p, KvEvent::Kind::kStored, r.parent, std::move(r.to_store));
@@ -363,6 +434,8 @@ class Simulation {
     out.imbalance_mean = imbalance_samples_ > 0 ? imbalance_sum_ / imbalance_samples_ : 0;
     out.simulated_seconds = last_completion_;
     out.index_gaps = index_gaps_;
+    out.warm_ups = warm_ups_.planned();
+    out.warm_up_tokens = warm_up_tokens_;
     return out;
   }
 
@@ -371,6 +444,9 @@ class Simulation {
   routing::Policy& policy_;
   routing::KvIndex index_;
   routing::PrefillQueue hold_;
+  routing::WarmUpPlanner warm_ups_;
+  std::vector<WarmUpJob> warm_up_jobs_;
+  std::int64_t warm_up_tokens_ = 0;
   routing::WorkerTable table_;
   std::vector<PrefillWorker> prefill_;
   std::vector<DecodeWorker> decode_;

@@ -6,6 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "tandem/routing/policy.h"
+#include "tandem/routing/warm_up.h"
 #include "trace.h"
 
 namespace tandem::sim {
@@ -48,6 +49,9 @@ struct SimConfig {
   // The same hold queue in front of every policy, the baselines too: separates what a placement
   // wins from what the queue wins (the baselines' published systems dispatch at once).
   bool hold_every_policy = false;
+  // Tandem's warm-ups of hot prefixes on idle prefill workers (routing::WarmUpPlanner); the
+  // baselines never warm up.
+  routing::WarmUpOptions warm_up;
   // When set, one record per request is appended here, in prefill completion order.
   std::vector<RequestRecord>* per_request = nullptr;
 };
@@ -69,6 +73,8 @@ struct SimResult {
   double imbalance_max = 0, imbalance_mean = 0;
   double simulated_seconds = 0;  // last completion
   std::int64_t index_gaps = 0;   // KV events the index did not apply in order (should be 0)
+  std::int64_t warm_ups = 0;     // prefixes computed alone on idle workers (tandem only)
+  std::int64_t warm_up_tokens = 0;  // what they computed (not in hit_rate's prompt tokens)
 };
 
 // InvalidArgument for an impossible cluster; errors from the policy stop the run.

@@ -68,6 +68,10 @@ class TandemPolicy final : public Policy {
     return s.PrefillSecondsPerToken(unmeasured_seconds_per_token_);
   }
 
+  double OverheadSeconds(const WorkerState& s) const {
+    return s.PrefillOverheadSeconds(options_.prefill_overhead_seconds);
+  }
+
   // What a worker that has not finished a prefill yet is assumed to take per token: the prior, or
   // the fastest measured worker of its pool where that is faster. Optimistic, so that it is tried
   // and measured: with a prior the measured workers beat (a small model on fast cores) unmeasured
@@ -86,7 +90,7 @@ class TandemPolicy final : public Policy {
   double PredictTtft(const RouteRequest& request, const WorkerState& s, std::int64_t cached,
                      double own_weight, double now_seconds) const {
     const double uncached = static_cast<double>(request.prompt_tokens - cached);
-    const double own = options_.prefill_overhead_seconds + uncached * SecondsPerToken(s);
+    const double own = OverheadSeconds(s) + uncached * SecondsPerToken(s);
     return PredictWait(s, now_seconds) + own_weight * own;
   }
 
@@ -96,7 +100,7 @@ class TandemPolicy final : public Policy {
     if (now_seconds >= 0 && s.prefill_head_started_seconds >= 0) {
       queued_seconds = std::max(0.0, queued_seconds - (now_seconds - s.prefill_head_started_seconds));
     }
-    return internal::Load(s) * options_.prefill_overhead_seconds + queued_seconds;
+    return internal::Load(s) * OverheadSeconds(s) + queued_seconds;
   }
 
   // How many times the cached part's compute time a worker's cache is worth beyond this request's

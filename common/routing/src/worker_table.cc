@@ -12,7 +12,10 @@ absl::Status WorkerTable::Add(WorkerSlot w, Role role) {
         absl::StrCat("worker slot ", w, " outside [0, ", kMaxWorkers, ")"));
   }
   if (static_cast<std::size_t>(w) >= states_.size()) states_.resize(w + 1);
-  states_[w] = WorkerState{.slot = w, .role = role, .available = true};
+  states_[w] = WorkerState{.slot = w,
+                           .role = role,
+                           .available = true,
+                           .prefill_fit = PrefillSpeedFit(options_.ewma_alpha)};
   return absl::OkStatus();
 }
 
@@ -74,8 +77,9 @@ void WorkerTable::OnPrefillFinished(WorkerSlot w, std::int64_t uncached_tokens,
   s->queued_prefill_tokens = std::max<std::int64_t>(0, s->queued_prefill_tokens - uncached_tokens);
   s->active_blocks = std::max<std::int64_t>(0, s->active_blocks - blocks);
   if (computed_tokens > 0 && compute_seconds > 0) {
-    s->prefill_seconds_per_token =
-        Ewma(s->prefill_seconds_per_token, compute_seconds / static_cast<double>(computed_tokens));
+    s->prefill_fit.Add(static_cast<double>(computed_tokens), compute_seconds);
+    s->prefill_seconds_per_token = s->prefill_fit.seconds_per_token();
+    s->prefill_overhead_seconds = s->prefill_fit.overhead_seconds();
   }
 }
 

@@ -5,8 +5,10 @@
 #include <iostream>
 
 #include "absl/container/inlined_vector.h"
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "tandem/base/hash.h"
+#include "tandem/rpc/conversions.h"
 
 namespace tandem::router {
 namespace {
@@ -93,7 +95,19 @@ PrefixRouter::PrefixRouter(Options options, std::unique_ptr<routing::Policy> pol
       index_(routing::KvIndex::Options{.max_blocks = options_.max_index_blocks}),
       hold_(routing::PrefillQueue::Options{
           .depth = routing::PolicyHoldsPrefills(policy_->name()) ? options_.prefill_hold_depth : 0,
-          .aging = options_.prefill_hold_aging}) {}
+          .aging = options_.prefill_hold_aging}),
+      warm_ups_(routing::WarmUpOptions{.enabled = options_.warm_ups &&
+                                                  routing::PolicyWarmsUp(policy_->name())}),
+      warm_up_id_prefix_(
+          absl::StrCat("warm-up-", absl::Hex(absl::Uniform<std::uint64_t>(absl::BitGen())), "-")) {
+  absl::MutexLock lock(&link_->mu);
+  link_->router = this;
+}
+
+PrefixRouter::~PrefixRouter() {
+  absl::MutexLock lock(&link_->mu);
+  link_->router = nullptr;
+}
 
 double PrefixRouter::Seconds() const {
   return std::chrono::duration<double>(options_.now() - epoch_).count();
@@ -413,6 +427,15 @@ absl::StatusOr<PrefixRouter::Choice> PrefixRouter::Choose(std::span<const std::i
   const std::int64_t bs = options_.block_size;
   const std::int64_t blocks = (prompt_tokens + std::max<std::int64_t>(max_output_tokens, 0) + bs - 1) / bs;
   const std::int64_t uncached = std::max<std::int64_t>(0, prompt_tokens - choice.predicted_cached_tokens);
+  // Planned on the table as it was before this prefill: whether it waits is whether its worker
+  // had work. Only between prefill-only workers (held the same way), never for a combined pool.
+  std::optional<routing::WarmUp> warm_up;
+  if (decision->decode != kNoWorker) {
+    warm_up = warm_ups_.Plan(
+        chain, decision->prefill,
+        routing::ClusterView{.index = &index_, .workers = table_.states(), .now_seconds = now},
+        now);
+  }
   table_.OnPrefillDispatched(decision->prefill, uncached, blocks, now);
   choice.prefill_ticket = NewTicket({.slot = decision->prefill,
                                      .generation = info_[decision->prefill].generation,
@@ -438,7 +461,75 @@ absl::StatusOr<PrefixRouter::Choice> PrefixRouter::Choose(std::span<const std::i
                                       .generation = info_[decision->decode].generation,
                                       .blocks = blocks});
   }
+  if (warm_up.has_value()) {
+    const WorkerView* target = chosen(warm_up->worker);
+    if (target == nullptr) {
+      warm_ups_.Done(warm_up->run_end, now);
+    } else {
+      // Straight to its idle worker, outside the hold queue: no request waits on it.
+      const std::int64_t tokens = static_cast<std::int64_t>(warm_up->blocks) * bs;
+      const std::int64_t to_compute =
+          static_cast<std::int64_t>(warm_up->blocks - warm_up->cached_blocks) * bs;
+      table_.OnPrefillDispatched(warm_up->worker, to_compute, warm_up->blocks, now);
+      choice.warm_up = target->entry;
+      choice.warm_up_tokens = tokens;
+      choice.warm_up_ticket = NewTicket({.slot = warm_up->worker,
+                                         .generation = info_[warm_up->worker].generation,
+                                         .uncached_tokens = to_compute,
+                                         .prompt_tokens = tokens,
+                                         .blocks = warm_up->blocks,
+                                         .dispatched = now,
+                                         .warm_up_run_end = warm_up->run_end});
+      if (options_.metrics != nullptr) options_.metrics->prefill_warm_ups->Increment();
+    }
+  }
   return choice;
+}
+
+void PrefixRouter::SendWarmUp(const Choice& choice, std::span<const std::int32_t> prompt,
+                              std::uint64_t kv_hash_root) {
+  if (choice.warm_up == nullptr) return;
+  // Long enough for a long prompt on a busy CPU worker; a warm-up nobody waits for has no
+  // deadline of its own, and an abandoned one only delays the next copy of its run.
+  constexpr auto kWarmUpDeadline = std::chrono::seconds(120);
+  struct Call {
+    grpc::ClientContext ctx;
+    v1::PrefillRequest request;
+    v1::PrefillResponse response;
+    std::shared_ptr<WorkerEntry> worker;  // keeps the stub's channel for the call
+    std::shared_ptr<Link> link;
+    int ticket = -1;
+  };
+  auto call = std::make_shared<Call>();
+  call->ctx.set_deadline(std::chrono::system_clock::now() + kWarmUpDeadline);
+  *call->request.mutable_version() = rpc::CurrentVersion();
+  call->request.set_request_id(absl::StrCat(warm_up_id_prefix_, ++warm_ups_sent_));
+  const std::size_t tokens = std::min(
+      prompt.size(), static_cast<std::size_t>(std::max<std::int64_t>(0, choice.warm_up_tokens)));
+  call->request.mutable_prompt_token_ids()->Add(prompt.begin(), prompt.begin() + tokens);
+  call->request.mutable_sampling()->set_kv_hash_root(kv_hash_root);
+  call->request.set_warm_up(true);
+  call->worker = choice.warm_up;
+  call->link = link_;
+  call->ticket = choice.warm_up_ticket;
+  Call* raw = call.get();
+  raw->worker->stub().async()->Prefill(
+      &raw->ctx, &raw->request, &raw->response, [call = std::move(call)](grpc::Status status) {
+        absl::MutexLock lock(&call->link->mu);
+        PrefixRouter* router = call->link->router;
+        if (router == nullptr) return;
+        if (!status.ok() && router->options_.metrics != nullptr) {
+          router->options_.metrics->prefill_warm_ups_failed->Increment();
+        }
+        router->PrefillFinished(call->ticket, status.ok() ? &call->response : nullptr);
+      });
+}
+
+int PrefixRouter::WarmUpsInFlight() {
+  absl::MutexLock lock(&mu_);
+  int n = 0;
+  for (const Ticket& t : tickets_) n += t.used && t.warm_up_run_end != 0;
+  return n;
 }
 
 bool PrefixRouter::PrefillHeld(int ticket) {
@@ -504,8 +595,9 @@ void PrefixRouter::PrefillFinished(int ticket, const v1::PrefillResponse* respon
   const Ticket t = tickets_[ticket];
   tickets_[ticket].used = false;
   free_tickets_.push_back(ticket);
-  if (info_[t.slot].generation != t.generation) return;  // a previous incarnation's request
   const double now = Seconds();
+  if (t.warm_up_run_end != 0) warm_ups_.Done(t.warm_up_run_end, now);
+  if (info_[t.slot].generation != t.generation) return;  // a previous incarnation's request
   std::int64_t computed = 0;
   double compute_seconds = 0;
   if (response != nullptr) {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -9,15 +10,16 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/container/flat_hash_map.h"
 #include "async/event.h"
 #include "async/task.h"
 #include "dispatch/call_canceller.h"
 #include "tandem/routing/kv_index.h"
 #include "tandem/routing/policy.h"
 #include "tandem/routing/prefill_queue.h"
+#include "tandem/routing/warm_up.h"
 #include "tandem/routing/worker_slots.h"
 #include "tandem/routing/worker_state.h"
 #include "tandem/v1/router_control.pb.h"
@@ -45,10 +47,15 @@ class PrefixRouter {
     // Held prefills that together fit this many uncached tokens go out to a worker at once, to
     // be computed in one engine step. -1: each worker's announced step budget; 0: no batching.
     int prefill_batch_tokens = -1;
+    // The tandem policy's warm-ups (routing::WarmUpPlanner, docs/routing.md rule 5): a hot prefix
+    // copied onto an idle prefill worker, computed there alone.
+    bool warm_ups = true;
     const RouterMetrics* metrics = nullptr;  // optional: the hold queue's gauge and histogram
     SteadyNow now = [] { return std::chrono::steady_clock::now(); };
   };
   static absl::StatusOr<std::unique_ptr<PrefixRouter>> Create(Options options);
+  // Warm-ups still in flight then finish without telling it.
+  ~PrefixRouter();
 
   // A worker the registry accepted. A new incarnation forgets what the previous one held.
   absl::Status OnRegistered(const v1::WorkerInfo& info);
@@ -78,6 +85,12 @@ class PrefixRouter {
     int decode_ticket = -1;
     // The prefill must wait for its turn (AwaitPrefillTurn) before it starts.
     bool held = false;
+    // A warm-up to send now (Prefill with warm_up set) to this idle prefill worker: the prompt's
+    // first warm_up_tokens tokens. Its end, however it ends, goes to PrefillFinished with
+    // warm_up_ticket (that also learns the worker's speed from it).
+    std::shared_ptr<WorkerEntry> warm_up;
+    std::int64_t warm_up_tokens = 0;
+    int warm_up_ticket = -1;
   };
   // `kv_hash_root`: the parent of the prompt's first block (a cache salt's root; 0: unsalted), so
   // a salted prompt matches only blocks its salt stored.
@@ -87,6 +100,10 @@ class PrefixRouter {
   // Ends the accounting of a dispatched prefill: measured, when the worker answered, else without
   // a speed sample (it failed or the request was cancelled first).
   void PrefillFinished(int ticket, const v1::PrefillResponse* response);
+  // Sends the choice's warm-up, if it has one, without waiting: a Prefill with warm_up set of the
+  // prompt's first warm_up_tokens tokens under `kv_hash_root`; its end reaches PrefillFinished.
+  void SendWarmUp(const Choice& choice, std::span<const std::int32_t> prompt,
+                  std::uint64_t kv_hash_root);
   // Completes once the prefill is no longer held: OK once it may start; the canceller's reason or
   // DEADLINE_EXCEEDED otherwise (the prefill then leaves the queue). Resumes on `executor`.
   async::Task<absl::Status> PrefillTurn(int ticket, async::Executor* executor,
@@ -102,6 +119,7 @@ class PrefixRouter {
   // For tests and metrics.
   bool Routable(const std::string& worker_id);
   std::int64_t IndexedBlocks(const std::string& worker_id);
+  int WarmUpsInFlight();
   absl::string_view policy_name() const { return policy_->name(); }
 
  private:
@@ -124,6 +142,7 @@ class PrefixRouter {
     std::int64_t prompt_tokens = 0;
     std::int64_t blocks = 0;
     double dispatched = 0;
+    routing::BlockHash warm_up_run_end = 0;  // a warm-up's: the planner's key, 0 for requests
   };
 
   explicit PrefixRouter(Options options, std::unique_ptr<routing::Policy> policy);
@@ -142,18 +161,30 @@ class PrefixRouter {
   void WakeLocked(const std::vector<routing::PrefillQueue::Ticket>& released)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // What a warm-up's completion reaches the router through: cleared by the destructor, so a
+  // completion that comes later touches nothing freed.
+  struct Link {
+    absl::Mutex mu;
+    PrefixRouter* router ABSL_GUARDED_BY(mu) = nullptr;
+  };
+
   const Options options_;
   const std::unique_ptr<routing::Policy> policy_;
+  const std::shared_ptr<Link> link_ = std::make_shared<Link>();
   const std::chrono::steady_clock::time_point epoch_;
   absl::Mutex mu_;
   routing::KvIndex index_ ABSL_GUARDED_BY(mu_);
   routing::WorkerTable table_ ABSL_GUARDED_BY(mu_);
   routing::PrefillQueue hold_ ABSL_GUARDED_BY(mu_);
+  routing::WarmUpPlanner warm_ups_ ABSL_GUARDED_BY(mu_);
   routing::WorkerSlots slots_ ABSL_GUARDED_BY(mu_);
   std::array<SlotInfo, routing::kMaxWorkers> info_ ABSL_GUARDED_BY(mu_){};
   std::vector<Ticket> tickets_ ABSL_GUARDED_BY(mu_);
   std::vector<int> free_tickets_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<int, std::shared_ptr<async::Event>> hold_waiters_ ABSL_GUARDED_BY(mu_);
+  // Warm-up request ids: unique per worker across routers and restarts.
+  const std::string warm_up_id_prefix_;
+  std::atomic<std::uint64_t> warm_ups_sent_{0};
 };
 
 }  // namespace tandem::router

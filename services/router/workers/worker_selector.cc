@@ -128,6 +128,7 @@ absl::StatusOr<WorkerPlan> PolicySelector::SelectRooted(const std::string& model
   }
   absl::StatusOr<PrefixRouter::Choice> choice = router_->Choose(prompt, candidates, 0, kv_hash_root);
   if (!choice.ok()) return choice.status();
+  router_->SendWarmUp(*choice, prompt, kv_hash_root);
 
   WorkerPlan plan;
   plan.predicted_cached_tokens = choice->predicted_cached_tokens;

@@ -367,5 +367,83 @@ TEST(PrefixRouterTest, LearnsEachWorkersPrefillSpeedFromFinishedPrefills) {
   EXPECT_EQ(second->prefill, p2);
 }
 
+// Requests for a long shared prompt keep queueing on its one holder (waiting there beats
+// recomputing it): after the fourth such wait the router has an idle prefill worker compute the
+// prompt alone, sends it as a warm-up Prefill, and learns from its answer.
+TEST(PrefixRouterTest, RequestsQueueingOnAHotPrefixsHolderHaveItWarmedUpOnAnIdleWorker) {
+  std::int64_t now_ms = 0;
+  auto router =
+      PrefixRouter::Create({.block_size = 16, .policy = "tandem", .now = [&now_ms] {
+                              return std::chrono::steady_clock::time_point(milliseconds(now_ms));
+                            }});
+  ASSERT_TRUE(router.ok()) << router.status();
+  FakeWorker idle("p2", v1::WORKER_ROLE_PREFILL, {.tokens = {}, .first_token = 5});
+  v1::WorkerInfo idle_info = idle.Info(/*incarnation=*/1);
+  auto p1 = UnconnectedWorker("p1", v1::WORKER_ROLE_PREFILL);
+  auto p2 = std::make_shared<WorkerEntry>(
+      idle_info, grpc::CreateChannel(idle.endpoint(), grpc::InsecureChannelCredentials()));
+  auto d = UnconnectedWorker("d", v1::WORKER_ROLE_DECODE);
+  for (const auto& e : {p1, p2, d}) ASSERT_TRUE((*router)->OnRegistered(e->info()).ok());
+  PrefixRouter::Candidates candidates{.prefill = {{p1}, {p2}}, .decode = {{d}}};
+
+  const std::vector<std::int32_t> hot(4000, 7);  // 250 blocks, 0.5 s to recompute at the prior
+  v1::WorkerInfo p1_info = p1->info();
+  EXPECT_EQ((*router)->OnEvents(Snapshot(p1_info, 1, (*router)->BlockHashes(hot))).acked_seq(), 1u);
+  const auto request = [&](int i) {
+    std::vector<std::int32_t> prompt = hot;
+    prompt.insert(prompt.end(), 16, 100 + i);
+    return prompt;
+  };
+  // The first runs at once on p1, the next four wait there; the fourth waiting one plans the copy.
+  for (int i = 0; i < 4; ++i) {
+    auto c = (*router)->Choose(request(i), candidates);
+    ASSERT_TRUE(c.ok());
+    EXPECT_EQ(c->prefill, p1) << i;
+    EXPECT_EQ(c->warm_up, nullptr) << i;
+  }
+  const std::vector<std::int32_t> fifth = request(4);
+  auto c = (*router)->Choose(fifth, candidates);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->prefill, p1);
+  ASSERT_EQ(c->warm_up, p2);
+  EXPECT_EQ(c->warm_up_tokens, 4000);
+  auto sixth = (*router)->Choose(request(5), candidates);
+  ASSERT_TRUE(sixth.ok());
+  EXPECT_EQ(sixth->warm_up, nullptr);  // one copy of a run at a time
+  EXPECT_EQ((*router)->WarmUpsInFlight(), 1);
+
+  (*router)->SendWarmUp(*c, fifth, /*kv_hash_root=*/0);
+  ASSERT_TRUE(idle.WaitForCall("Prefill warm-up-", std::chrono::seconds(10)));
+  const v1::PrefillRequest sent = idle.last_prefill();
+  EXPECT_TRUE(sent.warm_up());
+  EXPECT_EQ(sent.prompt_token_ids_size(), 4000);
+  EXPECT_FALSE(sent.has_kv_target());
+  // Its answer ends the accounting (the worker's speed is learnt from it like any prefill's).
+  for (int i = 0; i < 1000 && (*router)->WarmUpsInFlight() > 0; ++i) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  EXPECT_EQ((*router)->WarmUpsInFlight(), 0);
+}
+
+// A router that goes away with a warm-up still out: the call's completion touches nothing of it.
+TEST(PrefixRouterTest, AWarmUpOutlivingItsRouterEndsQuietly) {
+  FakeWorker slow("p2", v1::WORKER_ROLE_PREFILL,
+                  {.tokens = {}, .first_token = 5, .prefill_delay = milliseconds(300)});
+  auto p2 = std::make_shared<WorkerEntry>(
+      slow.Info(1), grpc::CreateChannel(slow.endpoint(), grpc::InsecureChannelCredentials()));
+  {
+    auto router = PrefixRouter::Create({.block_size = 16, .policy = "tandem"});
+    ASSERT_TRUE(router.ok());
+    PrefixRouter::Choice choice;
+    choice.warm_up = p2;
+    choice.warm_up_tokens = 32;
+    choice.warm_up_ticket = 0;
+    (*router)->SendWarmUp(choice, std::vector<std::int32_t>(48, 9), 0);
+    ASSERT_TRUE(slow.WaitForCall("Prefill warm-up-", std::chrono::seconds(10)));
+  }
+  std::this_thread::sleep_for(milliseconds(600));  // the answer arrives after the router is gone
+  EXPECT_EQ(slow.last_prefill().prompt_token_ids_size(), 32);
+}
+
 }  // namespace
 }  // namespace tandem::router::testing

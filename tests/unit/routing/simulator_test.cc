@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace tandem::sim {
@@ -166,6 +167,61 @@ TEST(SimulatorTest, TheSameHoldQueueInFrontOfABaseline) {
   r = Replay(trace, config, "round-robin");
   EXPECT_FALSE(r.held);
   EXPECT_NEAR(r.ttft_p50, 8.0, kEps);
+}
+
+// A 50-block prompt everyone shares (2 s to compute), then bursts of three short questions on it
+// every second: the first of each burst runs at once on the holder, the other two wait behind it
+// (0.04 s each, far cheaper than recomputing the prompt elsewhere).
+Trace HotPrefixBursts() {
+  std::string hot;
+  for (int b = 1; b <= 50; ++b) absl::StrAppend(&hot, b, ", ");
+  std::string text =
+      absl::StrCat(R"({"timestamp": 0, "input_length": 200, "output_length": 1, "hash_ids": [)",
+                   hot.substr(0, hot.size() - 2), "]}\n");
+  for (int burst = 0; burst < 40; ++burst) {
+    for (int q = 0; q < 3; ++q) {
+      absl::StrAppend(&text, R"({"timestamp": )", 3000 + 1000 * burst,
+                      R"(, "input_length": 204, "output_length": 1, "hash_ids": [)", hot,
+                      1000 + 10 * burst + q, "]}\n");
+    }
+  }
+  return Read(text);
+}
+
+TEST(SimulatorTest, TandemWarmsUpAHotPrefixOnAnIdleWorker) {
+  const Trace trace = HotPrefixBursts();
+  SimConfig config = TinyCluster();
+  config.prefill_workers = 3;
+  config.prefill_seconds_per_token = 0.01;
+  // Without the rules that copy a branch point to an idle worker as a request's own choice
+  // (4b, 4d), only warm-ups copy it.
+  routing::TandemOptions options;
+  options.full_stickiness_reused_share = 0;
+  options.idle_wait_weight = 0;
+  const auto replay = [&](const SimConfig& c) {
+    std::unique_ptr<routing::Policy> policy = routing::MakeTandemPolicy(options);
+    absl::StatusOr<SimResult> result = Simulate(trace, c, *policy);
+    EXPECT_TRUE(result.ok()) << result.status();
+    return result.ok() ? *result : SimResult{};
+  };
+  config.warm_up.enabled = false;
+  const SimResult without = replay(config);
+  EXPECT_EQ(without.warm_ups, 0);
+  EXPECT_EQ(without.warm_up_tokens, 0);
+  config.warm_up.enabled = true;
+  const SimResult with = replay(config);
+  // After four requests waited on the holder, an idle worker computed the 50 blocks alone; once
+  // the bursts still waited on two holders, the third worker did too, and no more.
+  EXPECT_GE(with.warm_ups, 1);
+  EXPECT_LE(with.warm_ups, 2);
+  EXPECT_EQ(with.warm_up_tokens, 200 * with.warm_ups);
+  // Without: the burst's third question waits for two others, 0.51 s transfer + 3 x 0.04.
+  EXPECT_NEAR(without.ttft_p90, 0.63, kEps);
+  EXPECT_LT(with.ttft_p90, without.ttft_p90);
+  EXPECT_GE(with.hit_rate, without.hit_rate);  // the copy's miss is not a request's
+  for (const char* name : {"round-robin", "sglang-cache-aware", "dynamo-cost"}) {
+    EXPECT_EQ(Replay(trace, config, name).warm_ups, 0) << name;
+  }
 }
 
 TEST(SimulatorTest, OracleSharesOneInfiniteCacheBehindACentralQueue) {

@@ -289,6 +289,24 @@ TEST_F(TandemPolicyTest, LearntSpeedsOutweighQueueLengths) {
   EXPECT_EQ(Route(*policy_, Request(Chain(1, 4))).prefill, 1);
 }
 
+TEST_F(TandemPolicyTest, AWorkerOfShortPrefillsIsNotMistakenForASlowOne) {
+  // Both workers take 0.02 s per prefill plus 125 us per token. Worker 0 has computed only short
+  // suffixes (100-300 tokens), worker 1 long prompts, and worker 1 has 1 s of work queued. Read as
+  // seconds / tokens, worker 0 would look 2-3x slower per token and a 10,000-token prompt would
+  // wait behind worker 1's queue (2.27 s) rather than run on idle worker 0 (1.27 s).
+  Build(2, 0);
+  for (std::int64_t tokens : {100, 300, 150, 250, 100, 200}) {
+    table_.OnPrefillDispatched(0, tokens, 1);
+    table_.OnPrefillFinished(0, tokens, 1, tokens, 0.02 + 125e-6 * static_cast<double>(tokens));
+  }
+  for (std::int64_t tokens : {8000, 12000, 9000}) {
+    table_.OnPrefillDispatched(1, tokens, 1);
+    table_.OnPrefillFinished(1, tokens, 1, tokens, 0.02 + 125e-6 * static_cast<double>(tokens));
+  }
+  QueuePrefill(1, 1, /*tokens=*/7840);  // 0.02 + 0.98 s
+  EXPECT_EQ(Route(*policy_, Request(Chain(1, 625))).prefill, 0);
+}
+
 TEST_F(TandemPolicyTest, AnUnmeasuredWorkerIsAssumedAsFastAsTheFastestMeasuredOne) {
   // Worker 0 measured 20 us per token, 8x faster than the prior (125 us), and has 1,000 tokens
   // queued; worker 1 never ran a prefill. At the prior, worker 1 would look 0.145 s away against

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "tandem/routing/prefill_speed.h"
 #include "tandem/routing/types.h"
 
 namespace tandem::routing {
@@ -31,13 +32,20 @@ struct WorkerState {
   std::int64_t total_kv_blocks = 0;
   std::int64_t free_kv_blocks = 0;
 
-  // Learnt online (EWMA); 0 = no sample yet, the policy's prior applies.
+  // Learnt online (EWMA); 0 = no sample yet, the policy's prior applies. The prefill speed is the
+  // per-token part of a fit that takes a fixed part per prefill out (PrefillSpeedFit).
   double prefill_seconds_per_token = 0;
+  double prefill_overhead_seconds = -1;  // < 0: not separated yet, the policy's own applies
+  PrefillSpeedFit prefill_fit;
   double decode_step_seconds = 0;  // recent decode step durations
 
   // The learnt prefill speed, or `prior` before the first sample.
   double PrefillSecondsPerToken(double prior) const {
     return prefill_seconds_per_token > 0 ? prefill_seconds_per_token : prior;
+  }
+  // The learnt fixed part of a prefill, or `prior` before one is separated.
+  double PrefillOverheadSeconds(double prior) const {
+    return prefill_overhead_seconds >= 0 ? prefill_overhead_seconds : prior;
   }
 };
 
