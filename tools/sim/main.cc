@@ -2,6 +2,7 @@
 //            [--capacity-blocks B] [--speedup S] [--block-size T] [--decode-capacity-blocks B]
 //            [--prefill-slowdown F1,F2,...] [--tandem KEY=VALUE ...]
 //            [--prefill-hold-depth N] [--prefill-hold-aging X] [--hold-every-policy 0|1]
+//            [--warm-ups 0|1] [--warm-up-min-waits X] [--warm-up-min-blocks N] [--warm-up-decay-s X]
 //            [cost model: --prefill-overhead-s X --prefill-s-per-token X --kv-transfer-s-per-block X
 //             --decode-base-s X --decode-per-seq-s X --decode-per-block-s X]
 // Prints one JSON object per policy, one per line; malformed trace lines go to stderr.
@@ -23,7 +24,8 @@ namespace {
 constexpr char kUsage[] =
     "usage: tandem-sim --trace FILE --prefill-workers N --decode-workers M --policy NAME\n"
     "                  [--policy NAME ...] [--capacity-blocks B] [--speedup S] [--block-size T]\n"
-    "                  [--decode-capacity-blocks B] [--prefill-slowdown F1,F2,...]\n"
+    "                  [--decode-capacity-blocks B] [--prefill-slowdown F1,F2,...] [--warm-ups 0|1]\n"
+    "                  [--warm-up-min-waits X] [--warm-up-min-blocks N] [--warm-up-decay-s X]\n"
     "                  [--tandem own_work_weight=X|cache_stickiness=X|history_stickiness=X|\n"
     "                            shared_prefix_seconds=X|full_stickiness_reused_share=X|\n"
     "                            displaced_history_stickiness=X|idle_wait_weight=X|\n"
@@ -147,6 +149,17 @@ bool ParseArgs(int argc, char** argv, Args* args) {
       }
     } else if (flag == "--per-request") {
       args->per_request = value;
+    } else if (flag == "--warm-up-min-waits") {
+      if (!absl::SimpleAtod(value, &c.warm_up.min_waits)) {
+        return Fail("--warm-up-min-waits takes a number");
+      }
+    } else if (flag == "--warm-up-min-blocks") {
+      if (!as_int(&c.warm_up.min_blocks)) return false;
+    } else if (flag == "--warm-up-decay-s") {
+      if (!as_seconds(&c.warm_up.waits_decay_seconds)) return false;
+    } else if (flag == "--warm-ups") {
+      if (value != "0" && value != "1") return Fail("--warm-ups takes 0 or 1");
+      c.warm_up.enabled = value == "1";
     } else if (flag == "--hold-every-policy") {
       if (value != "0" && value != "1") return Fail("--hold-every-policy takes 0 or 1");
       c.hold_every_policy = value == "1";

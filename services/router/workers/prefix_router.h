@@ -47,7 +47,7 @@ class PrefixRouter {
     // Held prefills that together fit this many uncached tokens go out to a worker at once, to
     // be computed in one engine step. -1: each worker's announced step budget; 0: no batching.
     int prefill_batch_tokens = -1;
-    // The tandem policy's warm-ups (routing::WarmUpPlanner, docs/routing.md rule 5): a hot prefix
+    // The tandem policy's warm-ups (routing::WarmUpPlanner, docs/routing.md rule 9): a hot prefix
     // copied onto an idle prefill worker, computed there alone.
     bool warm_ups = true;
     const RouterMetrics* metrics = nullptr;  // optional: the hold queue's gauge and histogram

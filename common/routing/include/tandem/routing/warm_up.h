@@ -34,7 +34,7 @@ struct WarmUp {
   BlockHash run_end = 0;  // hand back to Done() when the warm-up ends, however it ends
 };
 
-// Rule 5 of docs/routing.md: copies of hot prefixes made off every request's critical path.
+// Rule 9 of docs/routing.md: copies of hot prefixes made off every request's critical path.
 // Where requests keep queueing on the one worker that holds their shared prefix (a tenant's long
 // system prompt at light load), waiting each time is cheaper for the request than recomputing the
 // prefix elsewhere, so no per-request rule copies it, and the waits add up at the tail. When
