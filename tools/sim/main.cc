@@ -2,8 +2,9 @@
 //            [--capacity-blocks B] [--speedup S] [--block-size T] [--decode-capacity-blocks B]
 //            [--prefill-slowdown F1,F2,...] [--tandem KEY=VALUE ...]
 //            [--prefill-hold-depth N] [--prefill-hold-aging X] [--hold-every-policy 0|1]
-//            [--warm-ups 0|1] [--warm-up-min-waits X] [--warm-up-min-blocks N] [--warm-up-decay-s X]
-//            [cost model: --prefill-overhead-s X --prefill-s-per-token X --kv-transfer-s-per-block X
+//            [--warm-ups 0|1] [--warm-up-min-waits X] [--warm-up-min-blocks N] [--warm-up-decay-s
+//            X] [cost model: --prefill-overhead-s X --prefill-s-per-token X
+//            --kv-transfer-s-per-block X
 //             --decode-base-s X --decode-per-seq-s X --decode-per-block-s X]
 // Prints one JSON object per policy, one per line; malformed trace lines go to stderr.
 #include <chrono>
@@ -24,7 +25,8 @@ namespace {
 constexpr char kUsage[] =
     "usage: tandem-sim --trace FILE --prefill-workers N --decode-workers M --policy NAME\n"
     "                  [--policy NAME ...] [--capacity-blocks B] [--speedup S] [--block-size T]\n"
-    "                  [--decode-capacity-blocks B] [--prefill-slowdown F1,F2,...] [--warm-ups 0|1]\n"
+    "                  [--decode-capacity-blocks B] [--prefill-slowdown F1,F2,...] [--warm-ups "
+    "0|1]\n"
     "                  [--warm-up-min-waits X] [--warm-up-min-blocks N] [--warm-up-decay-s X]\n"
     "                  [--tandem own_work_weight=X|cache_stickiness=X|history_stickiness=X|\n"
     "                            shared_prefix_seconds=X|full_stickiness_reused_share=X|\n"
@@ -42,7 +44,8 @@ constexpr char kUsage[] =
     "                  [--prefill-overhead-s X] [--prefill-s-per-token X]\n"
     "                  [--kv-transfer-s-per-block X] [--decode-base-s X] [--decode-per-seq-s X]\n"
     "                  [--decode-per-block-s X]   (cost model, seconds; defaults in simulator.h)\n"
-    "policies: round-robin least-load power-of-two sglang-cache-aware dynamo-cost tandem (or all)\n";
+    "policies: round-robin least-load power-of-two sglang-cache-aware dynamo-cost tandem (or "
+    "all)\n";
 
 struct Args {
   std::string trace;
