@@ -2,9 +2,10 @@
 //            [--capacity-blocks B] [--speedup S] [--block-size T] [--decode-capacity-blocks B]
 //            [--prefill-slowdown F1,F2,...] [--tandem KEY=VALUE ...]
 //            [--prefill-hold-depth N] [--prefill-hold-aging X] [--hold-every-policy 0|1]
-//            [--warm-ups 0|1] [--warm-up-min-waits X] [--warm-up-min-blocks N] [--warm-up-decay-s
-//            X] [cost model: --prefill-overhead-s X --prefill-s-per-token X
-//            --kv-transfer-s-per-block X
+//            [--warm-ups 0|1] [--warm-up-min-waits X] [--warm-up-min-blocks N]
+//            [--warm-up-decay-s X]
+//            [cost model: --prefill-overhead-s X --prefill-s-per-token X --kv-transfer-s-per-block
+//            X
 //             --decode-base-s X --decode-per-seq-s X --decode-per-block-s X]
 // Prints one JSON object per policy, one per line; malformed trace lines go to stderr.
 #include <chrono>
@@ -25,9 +26,9 @@ namespace {
 constexpr char kUsage[] =
     "usage: tandem-sim --trace FILE --prefill-workers N --decode-workers M --policy NAME\n"
     "                  [--policy NAME ...] [--capacity-blocks B] [--speedup S] [--block-size T]\n"
-    "                  [--decode-capacity-blocks B] [--prefill-slowdown F1,F2,...] [--warm-ups "
-    "0|1]\n"
-    "                  [--warm-up-min-waits X] [--warm-up-min-blocks N] [--warm-up-decay-s X]\n"
+    "                  [--decode-capacity-blocks B] [--prefill-slowdown F1,F2,...]\n"
+    "                  [--warm-ups 0|1] [--warm-up-min-waits X] [--warm-up-min-blocks N]\n"
+    "                  [--warm-up-decay-s X]\n"
     "                  [--tandem own_work_weight=X|cache_stickiness=X|history_stickiness=X|\n"
     "                            shared_prefix_seconds=X|full_stickiness_reused_share=X|\n"
     "                            displaced_history_stickiness=X|idle_wait_weight=X|\n"
