@@ -4,9 +4,9 @@
 //            [--prefill-hold-depth N] [--prefill-hold-aging X] [--hold-every-policy 0|1]
 //            [--warm-ups 0|1] [--warm-up-min-waits X] [--warm-up-min-blocks N]
 //            [--warm-up-decay-s X]
-//            [cost model: --prefill-overhead-s X --prefill-s-per-token X --kv-transfer-s-per-block
-//            X
-//             --decode-base-s X --decode-per-seq-s X --decode-per-block-s X]
+//            [cost model: --prefill-overhead-s X --prefill-s-per-token X
+//             --kv-transfer-s-per-block X --decode-base-s X --decode-per-seq-s X
+//             --decode-per-block-s X]
 // Prints one JSON object per policy, one per line; malformed trace lines go to stderr.
 #include <chrono>
 #include <cmath>
