@@ -479,6 +479,7 @@ absl::StatusOr<PrefixRouter::Choice> PrefixRouter::Choose(std::span<const std::i
                                          .prompt_tokens = tokens,
                                          .blocks = warm_up->blocks,
                                          .dispatched = now,
+                                         .warm_up = true,
                                          .warm_up_run_end = warm_up->run_end});
       if (options_.metrics != nullptr) options_.metrics->prefill_warm_ups->Increment();
     }
@@ -528,7 +529,7 @@ void PrefixRouter::SendWarmUp(const Choice& choice, std::span<const std::int32_t
 int PrefixRouter::WarmUpsInFlight() {
   absl::MutexLock lock(&mu_);
   int n = 0;
-  for (const Ticket& t : tickets_) n += t.used && t.warm_up_run_end != 0;
+  for (const Ticket& t : tickets_) n += t.used && t.warm_up;
   return n;
 }
 
@@ -596,7 +597,7 @@ void PrefixRouter::PrefillFinished(int ticket, const v1::PrefillResponse* respon
   tickets_[ticket].used = false;
   free_tickets_.push_back(ticket);
   const double now = Seconds();
-  if (t.warm_up_run_end != 0) warm_ups_.Done(t.warm_up_run_end, now);
+  if (t.warm_up) warm_ups_.Done(t.warm_up_run_end, now);
   if (info_[t.slot].generation != t.generation) return;  // a previous incarnation's request
   std::int64_t computed = 0;
   double compute_seconds = 0;

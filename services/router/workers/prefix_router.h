@@ -142,7 +142,8 @@ class PrefixRouter {
     std::int64_t prompt_tokens = 0;
     std::int64_t blocks = 0;
     double dispatched = 0;
-    routing::BlockHash warm_up_run_end = 0;  // a warm-up's: the planner's key, 0 for requests
+    bool warm_up = false;                    // a warm-up's, not a request's
+    routing::BlockHash warm_up_run_end = 0;  // the planner's key for it
   };
 
   explicit PrefixRouter(Options options, std::unique_ptr<routing::Policy> policy);
