@@ -68,9 +68,11 @@ class TandemPolicy final : public Policy {
     return s.PrefillSecondsPerToken(unmeasured_seconds_per_token_);
   }
 
-  double OverheadSeconds(const WorkerState& s) const {
-    return s.PrefillOverheadSeconds(options_.prefill_overhead_seconds);
-  }
+  // The policy's own fixed part per prefill, not the worker's learnt one
+  // (WorkerState::prefill_overhead_seconds): on the real CPU cluster, where a prefill takes
+  // milliseconds, charging the learnt one cost multiturn 3 points of hit rate against Dynamo's
+  // (docs/routing.md, point 20); in the simulator the two are equal.
+  double OverheadSeconds(const WorkerState&) const { return options_.prefill_overhead_seconds; }
 
   // What a worker that has not finished a prefill yet is assumed to take per token: the prior, or
   // the fastest measured worker of its pool where that is faster. Optimistic, so that it is tried

@@ -120,6 +120,20 @@ class Cluster:
                 p.kill()
 
 
+def router_counters(http_port: int, names) -> dict:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/metrics", timeout=10) as r:
+            text = r.read().decode()
+    except OSError:
+        return {}
+    out = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in names:
+            out[name] = float(value)
+    return out
+
+
 def run_policy(args, policy: str) -> Path:
     out = args.out_dir / f"{policy}.json"
     cluster = Cluster(args, policy, args.out_dir)
@@ -144,6 +158,13 @@ def run_policy(args, policy: str) -> Path:
             timer.join()
         if rc != 0:
             raise RuntimeError(f"tandem-bench failed for {policy}")
+        # The router's own counters of the run (tandem's warm-ups), kept with its requests.
+        counters = router_counters(cluster.http, ("tandem_router_prefill_warm_ups_total",
+                                                  "tandem_router_prefill_warm_ups_failed_total"))
+        data = json.loads(out.read_text())
+        data["router_counters"] = counters
+        out.write_text(json.dumps(data, indent=1))
+        print(json.dumps({"policy": policy, "router_counters": counters}))
         if restart:
             data = json.loads(out.read_text())
             killed_rel = restart["killed_at_s"] - start
