@@ -276,43 +276,45 @@ class Simulation {
     }
     RequestState& r = requests_[id];
     const TraceRequest& t = *r.trace;
-    const std::int64_t run = w.cache.LeadingRun(t.chain);
+    const std::int64_t run = TakeIntoCache(p, t.chain, &r.to_store, &r.parent);
     const std::int64_t hit = std::min(run * config_.block_size, t.input_length);
     hit_tokens_ += static_cast<double>(hit);
     prompt_tokens_ += static_cast<double>(t.input_length);
-    std::vector<BlockHash> evicted;
-    const std::span<const BlockHash> fresh = std::span(t.chain).subspan(run);
-    w.cache.Use(t.chain, &evicted);
-    Publish(p, KvEvent::Kind::kRemoved, 0, std::move(evicted));
-    r.to_store.clear();
-    for (BlockHash h : fresh) {
-      if (w.cache.Contains(h)) r.to_store.push_back(h);
-    }
-    r.parent = run > 0 ? t.chain[run - 1] : 0;
     r.computed_tokens = t.input_length - hit;
     r.started = now_;
-    r.compute_seconds = config_.prefill_overhead_seconds +
-                        static_cast<double>(r.computed_tokens) * config_.prefill_seconds_per_token *
-                            w.slowdown;
+    r.compute_seconds = ComputeSeconds(p, r.computed_tokens);
     Push(now_ + r.compute_seconds, EventType::kPrefillDone, p);
   }
 
   void StartWarmUpCompute(WorkerSlot p, WarmUpJob& job) {
-    PrefillWorker& w = prefill_[p];
-    const std::int64_t run = w.cache.LeadingRun(job.chain);
-    std::vector<BlockHash> evicted;
-    w.cache.Use(job.chain, &evicted);
-    Publish(p, KvEvent::Kind::kRemoved, 0, std::move(evicted));
-    for (BlockHash h : job.chain.subspan(run)) {
-      if (w.cache.Contains(h)) job.to_store.push_back(h);
-    }
-    job.parent = run > 0 ? job.chain[run - 1] : 0;
+    const std::int64_t run = TakeIntoCache(p, job.chain, &job.to_store, &job.parent);
     job.computed_tokens = (static_cast<std::int64_t>(job.chain.size()) - run) * config_.block_size;
-    job.compute_seconds =
-        config_.prefill_overhead_seconds +
-        static_cast<double>(job.computed_tokens) * config_.prefill_seconds_per_token * w.slowdown;
+    job.compute_seconds = ComputeSeconds(p, job.computed_tokens);
     warm_up_tokens_ += job.computed_tokens;
     Push(now_ + job.compute_seconds, EventType::kPrefillDone, p);
+  }
+
+  // Worker p starts computing `chain`: its cached leading run (returned) is a hit, the rest takes
+  // room in its cache now (evictions published at once); `to_store` gets the new blocks the cache
+  // kept, announced when the compute ends, under `parent`.
+  std::int64_t TakeIntoCache(WorkerSlot p, std::span<const BlockHash> chain,
+                             std::vector<BlockHash>* to_store, BlockHash* parent) {
+    PrefillWorker& w = prefill_[p];
+    const std::int64_t run = w.cache.LeadingRun(chain);
+    std::vector<BlockHash> evicted;
+    w.cache.Use(chain, &evicted);
+    Publish(p, KvEvent::Kind::kRemoved, 0, std::move(evicted));
+    to_store->clear();
+    for (BlockHash h : chain.subspan(run)) {
+      if (w.cache.Contains(h)) to_store->push_back(h);
+    }
+    *parent = run > 0 ? chain[run - 1] : 0;
+    return run;
+  }
+
+  double ComputeSeconds(WorkerSlot p, std::int64_t tokens) const {
+    return config_.prefill_overhead_seconds +
+           static_cast<double>(tokens) * config_.prefill_seconds_per_token * prefill_[p].slowdown;
   }
 
   void FinishWarmUp(WorkerSlot p, WarmUpJob& job) {

@@ -68,12 +68,6 @@ class TandemPolicy final : public Policy {
     return s.PrefillSecondsPerToken(unmeasured_seconds_per_token_);
   }
 
-  // The policy's own fixed part per prefill, not the worker's learnt one
-  // (WorkerState::prefill_overhead_seconds): on the real CPU cluster, where a prefill takes
-  // milliseconds, charging the learnt one cost multiturn 3 points of hit rate against Dynamo's
-  // (docs/routing.md, point 20); in the simulator the two are equal.
-  double OverheadSeconds(const WorkerState&) const { return options_.prefill_overhead_seconds; }
-
   // What a worker that has not finished a prefill yet is assumed to take per token: the prior, or
   // the fastest measured worker of its pool where that is faster. Optimistic, so that it is tried
   // and measured: with a prior the measured workers beat (a small model on fast cores) unmeasured
@@ -92,7 +86,11 @@ class TandemPolicy final : public Policy {
   double PredictTtft(const RouteRequest& request, const WorkerState& s, std::int64_t cached,
                      double own_weight, double now_seconds) const {
     const double uncached = static_cast<double>(request.prompt_tokens - cached);
-    const double own = OverheadSeconds(s) + uncached * SecondsPerToken(s);
+    // The policy's own fixed part per prefill, not the one the worker's fit learnt
+    // (WorkerState::prefill_fit): on the real CPU cluster, where a prefill takes milliseconds,
+    // charging the learnt one cost multiturn 3 points of hit rate against Dynamo's
+    // (docs/routing.md, point 20); in the simulator the two are equal.
+    const double own = options_.prefill_overhead_seconds + uncached * SecondsPerToken(s);
     return PredictWait(s, now_seconds) + own_weight * own;
   }
 
@@ -102,7 +100,7 @@ class TandemPolicy final : public Policy {
     if (now_seconds >= 0 && s.prefill_head_started_seconds >= 0) {
       queued_seconds = std::max(0.0, queued_seconds - (now_seconds - s.prefill_head_started_seconds));
     }
-    return internal::Load(s) * OverheadSeconds(s) + queued_seconds;
+    return internal::Load(s) * options_.prefill_overhead_seconds + queued_seconds;
   }
 
   // How many times the cached part's compute time a worker's cache is worth beyond this request's

@@ -79,7 +79,6 @@ void WorkerTable::OnPrefillFinished(WorkerSlot w, std::int64_t uncached_tokens,
   if (computed_tokens > 0 && compute_seconds > 0) {
     s->prefill_fit.Add(static_cast<double>(computed_tokens), compute_seconds);
     s->prefill_seconds_per_token = s->prefill_fit.seconds_per_token();
-    s->prefill_overhead_seconds = s->prefill_fit.overhead_seconds();
   }
 }
 

@@ -163,10 +163,8 @@ def run_policy(args, policy: str) -> Path:
                                                   "tandem_router_prefill_warm_ups_failed_total"))
         data = json.loads(out.read_text())
         data["router_counters"] = counters
-        out.write_text(json.dumps(data, indent=1))
         print(json.dumps({"policy": policy, "router_counters": counters}))
         if restart:
-            data = json.loads(out.read_text())
             killed_rel = restart["killed_at_s"] - start
             failed = [r for r in data["requests"] if not r["ok"]]
             # In flight to the router when it died, or sent while it was down.
@@ -176,8 +174,8 @@ def run_policy(args, policy: str) -> Path:
                 1 for r in failed if not window[0] <= r["sent_s"] <= window[1])
             restart["killed_at_s"] = round(killed_rel, 3)
             data["router_restart"] = restart
-            out.write_text(json.dumps(data, indent=1))
             print(json.dumps({"policy": policy, "router_restart": restart}))
+        out.write_text(json.dumps(data, indent=1))
     finally:
         cluster.stop()
     return out

@@ -35,17 +35,12 @@ struct WorkerState {
   // Learnt online (EWMA); 0 = no sample yet, the policy's prior applies. The prefill speed is the
   // per-token part of a fit that takes a fixed part per prefill out (PrefillSpeedFit).
   double prefill_seconds_per_token = 0;
-  double prefill_overhead_seconds = -1;  // < 0: not separated yet, the policy's own applies
-  PrefillSpeedFit prefill_fit;
+  PrefillSpeedFit prefill_fit;     // its fixed part is learnt too; the tandem policy uses its own
   double decode_step_seconds = 0;  // recent decode step durations
 
   // The learnt prefill speed, or `prior` before the first sample.
   double PrefillSecondsPerToken(double prior) const {
     return prefill_seconds_per_token > 0 ? prefill_seconds_per_token : prior;
-  }
-  // The learnt fixed part of a prefill, or `prior` before one is separated.
-  double PrefillOverheadSeconds(double prior) const {
-    return prefill_overhead_seconds >= 0 ? prefill_overhead_seconds : prior;
   }
 };
 
