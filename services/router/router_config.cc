@@ -73,6 +73,10 @@ void BindRouterFlags(config::FlagSet* f, RouterConfig* c) {
           "tandem policy: copy a hot prompt prefix onto an idle prefill worker (computed there "
           "alone) once enough requests have queued behind its one holder",
           "TANDEM_ROUTER_WARM_UPS");
+  f->Bool("held-moves", &c->held_moves,
+          "tandem policy: a prefill worker that falls idle takes over a prefill held for a busy "
+          "one, where the wait skipped outweighs the cached prefix it must recompute",
+          "TANDEM_ROUTER_HELD_MOVES");
   f->Int("prefill-batch-tokens", &c->prefill_batch_tokens,
          "tandem policy: held prefills whose uncached tokens together fit this go out to their "
          "worker at once and are computed in one engine step (-1: each worker's announced "

@@ -132,6 +132,11 @@ absl::StatusOr<RouterMetrics> RouterMetrics::Create(metrics::Registry* r) {
       m.prefill_warm_ups_failed,
       Unlabelled(r->AddCounter("tandem_router_prefill_warm_ups_failed_total",
                                "Warm-ups that ended without the worker's answer.")));
+  TANDEM_ASSIGN_OR_RETURN(
+      m.prefill_held_moves,
+      Unlabelled(r->AddCounter("tandem_router_prefill_held_moves_total",
+                               "Held prefills moved to a prefill worker that fell idle "
+                               "(--held-moves).")));
   return m;
 }
 

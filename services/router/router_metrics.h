@@ -46,6 +46,7 @@ struct RouterMetrics {
   metrics::Histogram* prefill_hold_seconds = nullptr;  // routed to released, held ones only
   metrics::Counter* prefill_warm_ups = nullptr;        // hot prefixes sent to idle workers
   metrics::Counter* prefill_warm_ups_failed = nullptr;
+  metrics::Counter* prefill_held_moves = nullptr;  // held prefills taken over by idle workers
 };
 
 }  // namespace tandem::router

@@ -84,6 +84,7 @@ absl::Status RouterServer::Init() {
                           .prefill_hold_aging = cfg.prefill_hold_aging,
                           .prefill_batch_tokens = cfg.prefill_batch_tokens,
                           .warm_ups = cfg.warm_ups,
+                          .held_moves = cfg.held_moves,
                           .metrics = &metrics_,
                           .now = options_.now}));
   selector_ = std::make_unique<PolicySelector>(registry_.get(), prefix_router_.get());

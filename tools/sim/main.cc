@@ -40,6 +40,8 @@ constexpr char kUsage[] =
     "                            prefill_overhead_seconds=X]\n"
     "                  [--prefill-hold-depth N] [--prefill-hold-aging X]  (tandem's hold queue)\n"
     "                  [--hold-every-policy 0|1]  (1: the baselines behind the same queue)\n"
+    "                  [--held-moves 0|1] [--held-move-weight X]  (tandem: idle workers take\n"
+    "                                                             held prefills over)\n"
     "                  [--per-request PREFIX]  (PREFIX.POLICY.tsv: arrival, prompt, computed,\n"
     "                                           wait, TTFT, prefill worker per request)\n"
     "                  [--prefill-overhead-s X] [--prefill-s-per-token X]\n"
@@ -164,6 +166,14 @@ bool ParseArgs(int argc, char** argv, Args* args) {
     } else if (flag == "--warm-ups") {
       if (value != "0" && value != "1") return Fail("--warm-ups takes 0 or 1");
       c.warm_up.enabled = value == "1";
+    } else if (flag == "--held-moves") {
+      if (value != "0" && value != "1") return Fail("--held-moves takes 0 or 1");
+      c.held_moves.enabled = value == "1";
+    } else if (flag == "--held-move-weight") {
+      if (!absl::SimpleAtod(value, &c.held_moves.extra_compute_weight) ||
+          !(c.held_moves.extra_compute_weight >= 0)) {
+        return Fail("--held-move-weight takes a non-negative number");
+      }
     } else if (flag == "--hold-every-policy") {
       if (value != "0" && value != "1") return Fail("--hold-every-policy takes 0 or 1");
       c.hold_every_policy = value == "1";
@@ -227,6 +237,9 @@ int main(int argc, char** argv) {
     }
     std::vector<tandem::sim::RequestRecord> records;
     tandem::sim::SimConfig config = args.config;
+    // Moves judge held prefills with the policy's own cost terms, as the router sets them.
+    config.held_moves.prefill_overhead_seconds = args.tandem.prefill_overhead_seconds;
+    config.held_moves.prior_prefill_seconds_per_token = args.tandem.prior_prefill_seconds_per_token;
     if (!args.per_request.empty()) config.per_request = &records;
     const auto start = std::chrono::steady_clock::now();
     absl::StatusOr<tandem::sim::SimResult> result = tandem::sim::Simulate(*trace, config, **policy);

@@ -23,6 +23,7 @@ std::string ToJson(const SimResult& r) {
   j["index_gaps"] = r.index_gaps;
   j["warm_ups"] = r.warm_ups;
   j["warm_up_tokens"] = r.warm_up_tokens;
+  j["held_moves"] = r.held_moves;
   return j.dump();
 }
 

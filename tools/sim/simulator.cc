@@ -10,6 +10,7 @@
 #include "block_lru.h"
 #include "bounds.h"
 #include "stats.h"
+#include "tandem/routing/held_moves.h"
 #include "tandem/routing/kv_index.h"
 #include "tandem/routing/prefill_queue.h"
 #include "tandem/routing/warm_up.h"
@@ -94,6 +95,7 @@ class Simulation {
                          : 0,
             .aging = config.prefill_hold_aging}),
         warm_ups_(config.warm_up) {
+    moves_held_ = config.held_moves.enabled && routing::PolicyMovesHeld(policy.name());
     if (!routing::PolicyWarmsUp(policy.name()))
       warm_ups_ = routing::WarmUpPlanner({.enabled = false});
   }
@@ -217,13 +219,8 @@ class Simulation {
         now_);
     table_.OnPrefillDispatched(r.prefill, r.predicted_uncached, r.blocks, now_);
     table_.OnDecodeDispatched(r.decode, r.decode_blocks);
-    // The router's prediction, as PrefixRouter makes it: uncached tokens at its learnt speed, not
-    // the worker's true one (before the first sample the simulated per-token cost stands in for
-    // the router's prior; at the defaults they are equal).
-    const double predicted =
-        static_cast<double>(r.predicted_uncached) *
-        table_.states()[r.prefill].PrefillSecondsPerToken(config_.prefill_seconds_per_token);
-    if (hold_.Enqueue(static_cast<routing::PrefillQueue::Ticket>(id), r.prefill, predicted, now_)) {
+    if (hold_.Enqueue(static_cast<routing::PrefillQueue::Ticket>(id), r.prefill,
+                      PredictedSeconds(r), now_, r.predicted_uncached)) {
       SendToWorker(id);
     }
     if (warm_up.has_value()) StartWarmUp(*warm_up, t.chain);
@@ -261,8 +258,41 @@ class Simulation {
     if (!outcome.ok() || *outcome != routing::EventOutcome::kApplied) ++index_gaps_;
   }
 
+  // Late binding (routing::PickHeldMove): p fell idle while prefills wait in the hold queue for
+  // busy workers; one of them may start here instead.
+  void MoveHeldTo(WorkerSlot p) {
+    if (!moves_held_ || hold_.total_held() == 0) return;
+    const std::optional<routing::HeldMove> move = routing::PickHeldMove(
+        hold_, p, table_.states(), now_, config_.held_moves, [&](routing::PrefillQueue::Ticket t) {
+          // The index's view of p, as the router has it (the simulated events arrive at once).
+          const TraceRequest& trace = *requests_[t].trace;
+          return routing::UncachedTokensOn(index_, trace.chain, trace.input_length,
+                                           config_.block_size, p);
+        });
+    if (!move.has_value()) return;
+    const int id = static_cast<int>(move->ticket);
+    RequestState& r = requests_[id];
+    table_.OnPrefillWithdrawn(r.prefill, r.predicted_uncached, r.blocks);
+    r.prefill = p;
+    r.predicted_uncached = move->uncached_tokens;
+    table_.OnPrefillDispatched(p, r.predicted_uncached, r.blocks, now_);
+    ++held_moves_;
+    if (hold_.Move(move->ticket, p, PredictedSeconds(r), r.predicted_uncached)) {
+      prefill_[p].queue.push_back(id);
+    }
+  }
+
+  // The router's prediction, as PrefixRouter makes it: uncached tokens at its learnt speed, not
+  // the worker's true one (before the first sample the simulated per-token cost stands in for
+  // the router's prior; at the defaults they are equal).
+  double PredictedSeconds(const RequestState& r) const {
+    return static_cast<double>(r.predicted_uncached) *
+           table_.states()[r.prefill].PrefillSecondsPerToken(config_.prefill_seconds_per_token);
+  }
+
   void StartPrefill(WorkerSlot p) {
     PrefillWorker& w = prefill_[p];
+    if (w.queue.empty()) MoveHeldTo(p);
     if (w.queue.empty()) {
       w.running = -1;
       return;
@@ -436,6 +466,7 @@ class Simulation {
     out.imbalance_mean = imbalance_samples_ > 0 ? imbalance_sum_ / imbalance_samples_ : 0;
     out.simulated_seconds = last_completion_;
     out.index_gaps = index_gaps_;
+    out.held_moves = held_moves_;
     out.warm_ups = warm_ups_.planned();
     out.warm_up_tokens = warm_up_tokens_;
     return out;
@@ -449,6 +480,8 @@ class Simulation {
   routing::WarmUpPlanner warm_ups_;
   std::vector<WarmUpJob> warm_up_jobs_;
   std::int64_t warm_up_tokens_ = 0;
+  bool moves_held_ = false;
+  std::int64_t held_moves_ = 0;
   routing::WorkerTable table_;
   std::vector<PrefillWorker> prefill_;
   std::vector<DecodeWorker> decode_;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "tandem/routing/held_moves.h"
 #include "tandem/routing/policy.h"
 #include "tandem/routing/warm_up.h"
 #include "trace.h"
@@ -52,6 +53,9 @@ struct SimConfig {
   // Tandem's warm-ups of hot prefixes on idle prefill workers (routing::WarmUpPlanner); the
   // baselines never warm up.
   routing::WarmUpOptions warm_up;
+  // Tandem's late binding: a prefill worker falling idle takes over a held prefill of a busy one
+  // (routing::PickHeldMove); the baselines keep their choice.
+  routing::HeldMoveOptions held_moves;
   // When set, one record per request is appended here, in prefill completion order.
   std::vector<RequestRecord>* per_request = nullptr;
 };
@@ -75,6 +79,7 @@ struct SimResult {
   std::int64_t index_gaps = 0;   // KV events the index did not apply in order (should be 0)
   std::int64_t warm_ups = 0;     // prefixes computed alone on idle workers (tandem only)
   std::int64_t warm_up_tokens = 0;  // what they computed (not in hit_rate's prompt tokens)
+  std::int64_t held_moves = 0;      // held prefills taken over by idle workers (tandem only)
 };
 
 // InvalidArgument for an impossible cluster; errors from the policy stop the run.

@@ -26,7 +26,8 @@ bool PrefillQueue::Enqueue(Ticket ticket, WorkerSlot worker, double predicted_se
                            double now_seconds, std::int64_t tokens) {
   if (worker < 0 || worker >= kMaxWorkers) return true;  // nothing to order it against
   PerWorker& w = workers_[worker];
-  Entry entry{.worker = worker, .tokens = std::max<std::int64_t>(0, tokens)};
+  Entry entry{
+      .worker = worker, .enqueued = now_seconds, .tokens = std::max<std::int64_t>(0, tokens)};
   // Whatever is held goes before a newcomer, so it may start only when nothing is held (Done
   // refills free places from the held ones at once).
   if (w.held.empty() && MayStart(w, entry.tokens)) {
@@ -78,6 +79,36 @@ std::vector<PrefillQueue::Ticket> PrefillQueue::ReleaseAll(WorkerSlot worker) {
   std::vector<Ticket> released;
   while (!workers_[worker].held.empty()) ReleaseNext(worker, &released);
   return released;
+}
+
+std::vector<PrefillQueue::Ticket> PrefillQueue::HeldFor(WorkerSlot worker) const {
+  std::vector<Ticket> out;
+  if (worker < 0 || worker >= kMaxWorkers) return out;
+  for (const auto& [key, ticket] : workers_[worker].held) out.push_back(ticket);
+  return out;
+}
+
+bool PrefillQueue::Move(Ticket ticket, WorkerSlot to, double predicted_seconds,
+                        std::int64_t tokens) {
+  auto it = tickets_.find(ticket);
+  if (it == tickets_.end() || !it->second.held || to < 0 || to >= kMaxWorkers) return false;
+  Entry& entry = it->second;
+  workers_[entry.worker].held.erase({entry.key, ticket});
+  entry.worker = to;
+  entry.tokens = std::max<std::int64_t>(0, tokens);
+  PerWorker& w = workers_[to];
+  if (w.held.empty() && MayStart(w, entry.tokens)) {
+    Start(to, &entry);
+    return true;
+  }
+  entry.key = predicted_seconds + options_.aging * entry.enqueued;
+  w.held.emplace(entry.key, ticket);
+  return false;
+}
+
+std::int64_t PrefillQueue::tokens(Ticket ticket) const {
+  auto it = tickets_.find(ticket);
+  return it == tickets_.end() ? 0 : it->second.tokens;
 }
 
 bool PrefillQueue::IsHeld(Ticket ticket) const {

@@ -82,6 +82,16 @@ void WorkerTable::OnPrefillFinished(WorkerSlot w, std::int64_t uncached_tokens,
   }
 }
 
+void WorkerTable::OnPrefillWithdrawn(WorkerSlot w, std::int64_t uncached_tokens,
+                                     std::int64_t blocks) {
+  WorkerState* s = Mutable(w);
+  if (s == nullptr) return;
+  s->in_flight = std::max(0, s->in_flight - 1);
+  if (s->in_flight == 0) s->prefill_head_started_seconds = -1;
+  s->queued_prefill_tokens = std::max<std::int64_t>(0, s->queued_prefill_tokens - uncached_tokens);
+  s->active_blocks = std::max<std::int64_t>(0, s->active_blocks - blocks);
+}
+
 void WorkerTable::OnDecodeDispatched(WorkerSlot w, std::int64_t blocks) {
   WorkerState* s = Mutable(w);
   if (s == nullptr) return;

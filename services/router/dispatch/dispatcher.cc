@@ -71,9 +71,10 @@ async::Task<absl::StatusOr<GenerationOutcome>> Dispatcher::Run(const GenerationR
   if (plan.disaggregated()) {
     plan.prefill->Watch(canceller);
     plan.decode->Watch(canceller);
-    involved = {&plan.prefill->worker(), &plan.decode->worker()};
-    outcome = co_await RunDisaggregated(request, plan.prefill->worker(), plan.decode->worker(),
+    outcome = co_await RunDisaggregated(request, plan.decode->worker(),
                                         plan.predicted_cached_tokens, canceller, &state);
+    // After the run: a held prefill may have moved to another worker at its start.
+    involved = {&plan.prefill->worker(), &plan.decode->worker()};
   } else {
     plan.combined->Watch(canceller);
     involved = {&plan.combined->worker()};
@@ -105,14 +106,18 @@ async::Task<absl::StatusOr<GenerationOutcome>> Dispatcher::RunCombined(
 }
 
 async::Task<absl::StatusOr<GenerationOutcome>> Dispatcher::RunDisaggregated(
-    const GenerationRequest& request, const WorkerEntry& prefill, const WorkerEntry& decode,
-    std::int64_t cached_tokens, CallCanceller* canceller, StreamState* state) {
+    const GenerationRequest& request, const WorkerEntry& decode, std::int64_t cached_tokens,
+    CallCanceller* canceller, StreamState* state) {
   async::Executor* executor = options_.executor;
-  // Held prefills wait before anything is reserved on decode.
-  if (state->prefill_lease != nullptr) {
-    absl::Status st = co_await state->prefill_lease->Start(executor, canceller, request.deadline);
-    if (!st.ok()) co_return st;
+  // Held prefills wait before anything is reserved on decode, and may come back moved to another
+  // prefill worker (its lease follows), with that worker's predicted cache hit.
+  absl::Status started =
+      co_await state->prefill_lease->Start(executor, canceller, request.deadline);
+  if (!started.ok()) co_return started;
+  if (std::optional<std::int64_t> moved = state->prefill_lease->moved_cached_tokens()) {
+    cached_tokens = *moved;
   }
+  const WorkerEntry& prefill = state->prefill_lease->worker();
   // Images first: encoding may take a while, and the decode's reservation holds its capacity.
   std::vector<v1::PromptImage> images;
   if (!request.images.empty()) {

@@ -122,9 +122,12 @@ class Dispatcher {
                                                              std::int64_t cached_tokens,
                                                              CallCanceller* canceller,
                                                              StreamState* state);
-  async::Task<absl::StatusOr<GenerationOutcome>> RunDisaggregated(
-      const GenerationRequest& request, const WorkerEntry& prefill, const WorkerEntry& decode,
-      std::int64_t cached_tokens, CallCanceller* canceller, StreamState* state);
+  // The prefill worker is the state's prefill lease's (it may move while the prefill is held).
+  async::Task<absl::StatusOr<GenerationOutcome>> RunDisaggregated(const GenerationRequest& request,
+                                                                  const WorkerEntry& decode,
+                                                                  std::int64_t cached_tokens,
+                                                                  CallCanceller* canceller,
+                                                                  StreamState* state);
   async::Task<absl::StatusOr<GenerationOutcome>> StreamGenerate(const WorkerEntry& worker,
                                                                 const v1::GenerateRequest& call,
                                                                 const GenerationRequest& request,

@@ -8,6 +8,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "tandem/base/hash.h"
+#include "tandem/routing/held_moves.h"
 #include "tandem/rpc/conversions.h"
 
 namespace tandem::router {
@@ -419,6 +420,8 @@ absl::StatusOr<PrefixRouter::Choice> PrefixRouter::Choose(std::span<const std::i
                                             " chose a worker that is not a candidate"));
   }
   index_.Touch(chain);
+  info_[decision->prefill].entry = prefill->entry;
+  if (decode != nullptr) info_[decision->decode].entry = decode->entry;
 
   Choice choice;
   choice.prefill = prefill->entry;
@@ -454,7 +457,12 @@ absl::StatusOr<PrefixRouter::Choice> PrefixRouter::Choose(std::span<const std::i
                                  decision->prefill,
                                  static_cast<double>(uncached) * seconds_per_token, now,
                                  uncached);
-    if (choice.held) PublishHeld();
+    if (choice.held) {
+      Ticket& held = tickets_[choice.prefill_ticket];
+      held.chain.assign(chain.begin(), chain.end());
+      held.decode_slot = decision->decode;
+      PublishHeld();
+    }
     choice.decode = decode->entry;
     table_.OnDecodeDispatched(decision->decode, blocks);
     choice.decode_ticket = NewTicket({.slot = decision->decode,
@@ -538,9 +546,9 @@ bool PrefixRouter::PrefillHeld(int ticket) {
   return hold_.IsHeld(static_cast<routing::PrefillQueue::Ticket>(ticket));
 }
 
-async::Task<absl::Status> PrefixRouter::PrefillTurn(int ticket, async::Executor* executor,
-                                                    CallCanceller* canceller,
-                                                    std::chrono::system_clock::time_point deadline) {
+async::Task<absl::StatusOr<std::optional<WorkerLease::Moved>>> PrefixRouter::PrefillTurn(
+    int ticket, async::Executor* executor, CallCanceller* canceller,
+    std::chrono::system_clock::time_point deadline) {
   const auto key = static_cast<routing::PrefillQueue::Ticket>(ticket);
   std::shared_ptr<async::Event> wake = async::Event::Create(executor);
   CallCanceller::Wake on_cancel(canceller, wake);
@@ -551,11 +559,19 @@ async::Task<absl::Status> PrefixRouter::PrefillTurn(int ticket, async::Executor*
       absl::MutexLock lock(&mu_);
       if (!hold_.IsHeld(key)) {
         hold_waiters_.erase(ticket);
-        if (waited && options_.metrics != nullptr && ticket >= 0 &&
-            ticket < static_cast<int>(tickets_.size())) {
-          options_.metrics->prefill_hold_seconds->Observe(Seconds() - tickets_[ticket].dispatched);
+        std::optional<WorkerLease::Moved> moved;
+        if (ticket >= 0 && ticket < static_cast<int>(tickets_.size())) {
+          Ticket& t = tickets_[ticket];
+          if (waited && options_.metrics != nullptr) {
+            options_.metrics->prefill_hold_seconds->Observe(Seconds() - t.dispatched);
+          }
+          if (t.moved_to != nullptr) {
+            moved = WorkerLease::Moved{.to = std::move(t.moved_to),
+                                       .predicted_cached_tokens = t.moved_cached_tokens};
+          }
+          t.chain = {};  // only a held prefill can move
         }
-        co_return absl::OkStatus();
+        co_return moved;
       }
       absl::Status gave_up = canceller->reason();
       if (gave_up.ok() && std::chrono::system_clock::now() >= deadline) {
@@ -605,12 +621,65 @@ void PrefixRouter::PrefillFinished(int ticket, const v1::PrefillResponse* respon
     computed = std::max<std::int64_t>(0, t.prompt_tokens - response->cached_prompt_tokens());
     // One prefill at a time per worker: this one started when it arrived or when the previous one
     // ended, whichever is later. The KV transfer is not prefill speed.
-    const double started = std::max(t.dispatched, info_[t.slot].last_prefill_end);
+    const double started = std::max({t.dispatched, t.moved_at, info_[t.slot].last_prefill_end});
     compute_seconds = now - started - response->kv_transfer_us() / 1e6;
     info_[t.slot].last_prefill_end = now;
   }
   table_.OnPrefillFinished(t.slot, t.uncached_tokens, t.blocks, computed,
                            std::max(0.0, compute_seconds), now);
+  if (table_.states()[t.slot].in_flight == 0 && hold_.out(t.slot) == 0 && hold_.held(t.slot) == 0) {
+    MoveHeldToLocked(t.slot, now);
+  }
+}
+
+void PrefixRouter::MoveHeldToLocked(WorkerSlot idle, double now) {
+  if (!options_.held_moves || !routing::PolicyMovesHeld(policy_->name()) ||
+      hold_.total_held() == 0) {
+    return;
+  }
+  const routing::WorkerState& state = table_.states()[idle];
+  std::shared_ptr<WorkerEntry> entry = info_[idle].entry.lock();
+  // Only onto a routable prefill-only worker of the current incarnation (what the hold queue
+  // holds for), whose index is current.
+  if (entry == nullptr || state.role != routing::Role::kPrefill || !state.available ||
+      !info_[idle].registered || entry->info().incarnation() != info_[idle].incarnation ||
+      index_.IsStale(idle)) {
+    return;
+  }
+  const routing::TandemOptions policy_defaults;
+  const std::optional<routing::HeldMove> move = routing::PickHeldMove(
+      hold_, idle, table_.states(), now,
+      {.prefill_overhead_seconds = policy_defaults.prefill_overhead_seconds,
+       .prior_prefill_seconds_per_token = policy_defaults.prior_prefill_seconds_per_token},
+      [&](routing::PrefillQueue::Ticket key) -> std::int64_t {
+        const int id = static_cast<int>(key);
+        if (id < 0 || id >= static_cast<int>(tickets_.size())) return -1;
+        const Ticket& t = tickets_[id];
+        if (!t.used || t.decode_slot == kNoWorker) return -1;
+        std::shared_ptr<WorkerEntry> decode = info_[t.decode_slot].entry.lock();
+        if (decode == nullptr || !KvCompatible(entry->info(), decode->info())) return -1;
+        return routing::UncachedTokensOn(index_, t.chain, t.prompt_tokens, options_.block_size,
+                                         idle);
+      });
+  if (!move.has_value()) return;
+  const int id = static_cast<int>(move->ticket);
+  Ticket& t = tickets_[id];
+  table_.OnPrefillWithdrawn(t.slot, t.uncached_tokens, t.blocks);
+  t.slot = idle;
+  t.generation = info_[idle].generation;
+  t.uncached_tokens = move->uncached_tokens;
+  t.moved_to = std::move(entry);
+  t.moved_at = now;
+  t.moved_cached_tokens = t.prompt_tokens - move->uncached_tokens;
+  table_.OnPrefillDispatched(idle, t.uncached_tokens, t.blocks, now);
+  const double seconds_per_token =
+      state.PrefillSecondsPerToken(policy_defaults.prior_prefill_seconds_per_token);
+  if (hold_.Move(move->ticket, idle, static_cast<double>(t.uncached_tokens) * seconds_per_token,
+                 t.uncached_tokens)) {
+    WakeLocked({move->ticket});
+  }
+  PublishHeld();
+  if (options_.metrics != nullptr) options_.metrics->prefill_held_moves->Increment();
 }
 
 void PrefixRouter::DecodeFinished(int ticket) {

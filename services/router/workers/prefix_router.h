@@ -50,6 +50,9 @@ class PrefixRouter {
     // The tandem policy's warm-ups (routing::WarmUpPlanner, docs/routing.md rule 9): a hot prefix
     // copied onto an idle prefill worker, computed there alone.
     bool warm_ups = true;
+    // Late binding (routing::PickHeldMove, docs/routing.md rule 10): a prefill worker that falls
+    // idle takes over a prefill held for a busy one.
+    bool held_moves = true;
     const RouterMetrics* metrics = nullptr;  // optional: the hold queue's gauge and histogram
     SteadyNow now = [] { return std::chrono::steady_clock::now(); };
   };
@@ -104,11 +107,12 @@ class PrefixRouter {
   // prompt's first warm_up_tokens tokens under `kv_hash_root`; its end reaches PrefillFinished.
   void SendWarmUp(const Choice& choice, std::span<const std::int32_t> prompt,
                   std::uint64_t kv_hash_root);
-  // Completes once the prefill is no longer held: OK once it may start; the canceller's reason or
-  // DEADLINE_EXCEEDED otherwise (the prefill then leaves the queue). Resumes on `executor`.
-  async::Task<absl::Status> PrefillTurn(int ticket, async::Executor* executor,
-                                        CallCanceller* canceller,
-                                        std::chrono::system_clock::time_point deadline);
+  // Completes once the prefill is no longer held: once it may start, with the worker it was moved
+  // to while held (empty: the one chosen); the canceller's reason or DEADLINE_EXCEEDED otherwise
+  // (the prefill then leaves the queue). Resumes on `executor`.
+  async::Task<absl::StatusOr<std::optional<WorkerLease::Moved>>> PrefillTurn(
+      int ticket, async::Executor* executor, CallCanceller* canceller,
+      std::chrono::system_clock::time_point deadline);
   bool PrefillHeld(int ticket);
   void DecodeFinished(int ticket);
 
@@ -132,6 +136,7 @@ class PrefixRouter {
     double last_heard = 0;         // seconds on `now`: picks the slot to reuse when all are taken
     std::uint64_t claimed_seq = 0;  // last_kv_event_seq of the previous heartbeat
     double last_prefill_end = -1;   // seconds on `now`, for per-prefill compute time
+    std::weak_ptr<WorkerEntry> entry;  // as last chosen: where a held prefill can move to
   };
   // One dispatched prefill or decode, until it finishes.
   struct Ticket {
@@ -144,6 +149,13 @@ class PrefixRouter {
     double dispatched = 0;
     bool warm_up = false;                    // a warm-up's, not a request's
     routing::BlockHash warm_up_run_end = 0;  // the planner's key for it
+    // A held prefill's: its prompt's blocks and decode (a move needs both), and where it was
+    // moved, from when (its compute starts no earlier), with what predicted cached.
+    std::vector<routing::BlockHash> chain;
+    routing::WorkerSlot decode_slot = routing::kNoWorker;
+    std::shared_ptr<WorkerEntry> moved_to;
+    double moved_at = -1;
+    std::int64_t moved_cached_tokens = 0;
   };
 
   explicit PrefixRouter(Options options, std::unique_ptr<routing::Policy> policy);
@@ -158,6 +170,8 @@ class PrefixRouter {
   routing::WorkerSlot SlotOfLocked(const std::string& worker_id, std::uint64_t incarnation)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SetAvailabilityLocked(routing::WorkerMask available) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `idle` has nothing out or held: it may take over one prefill held for a busy worker.
+  void MoveHeldToLocked(routing::WorkerSlot idle, double now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Wakes the waiting prefills the hold queue let go.
   void WakeLocked(const std::vector<routing::PrefillQueue::Ticket>& released)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

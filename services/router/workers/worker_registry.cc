@@ -60,7 +60,19 @@ void WorkerLease::PrefillDone(const v1::PrefillResponse& response) {
 async::Task<absl::Status> WorkerLease::Start(async::Executor* executor, CallCanceller* canceller,
                                              std::chrono::system_clock::time_point deadline) {
   if (!start_gate_) co_return absl::OkStatus();
-  co_return co_await start_gate_(executor, canceller, deadline);
+  absl::StatusOr<std::optional<Moved>> turn = co_await start_gate_(executor, canceller, deadline);
+  if (!turn.ok()) co_return turn.status();
+  if (turn->has_value() && (*turn)->to != nullptr && (*turn)->to != entry_) {
+    // Counted on the new worker before the old one lets go: the load never reads low on both.
+    std::shared_ptr<WorkerEntry> to = std::move((*turn)->to);
+    registry_->CountIn(*to);
+    CallCanceller* watched = std::exchange(watched_, nullptr);
+    registry_->Release(*entry_, watched);
+    entry_ = std::move(to);
+    if (watched != nullptr) Watch(watched);
+    moved_cached_tokens_ = (*turn)->predicted_cached_tokens;
+  }
+  co_return absl::OkStatus();
 }
 
 void WorkerLease::Watch(CallCanceller* canceller) {
@@ -291,12 +303,14 @@ bool WorkerRegistry::Placeable(const WorkerEntry& entry) {
 }
 
 std::unique_ptr<WorkerLease> WorkerRegistry::Acquire(std::shared_ptr<WorkerEntry> entry) {
-  entry->in_flight_.fetch_add(1);
-  {
-    absl::MutexLock lock(&mu_);
-    PublishLoadLocked(*entry);
-  }
+  CountIn(*entry);
   return std::make_unique<WorkerLease>(this, std::move(entry));
+}
+
+void WorkerRegistry::CountIn(WorkerEntry& entry) {
+  entry.in_flight_.fetch_add(1);
+  absl::MutexLock lock(&mu_);
+  PublishLoadLocked(entry);
 }
 
 void WorkerRegistry::Release(WorkerEntry& entry, CallCanceller* watched) {

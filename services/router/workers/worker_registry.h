@@ -6,6 +6,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -106,12 +107,19 @@ class WorkerLease {
   void PrefillDone(const v1::PrefillResponse& response);
   // The router may hold a prefill until the worker is free (PrefixRouter's hold queue): the
   // dispatcher waits on the gate before it starts the prefill. OK at once without a gate; else the
-  // gate's answer (the canceller's reason, DEADLINE_EXCEEDED).
-  using StartGate = std::function<async::Task<absl::Status>(
+  // gate's answer (the canceller's reason, DEADLINE_EXCEEDED). A held prefill may have been moved
+  // to another worker meanwhile (a prefill worker that fell idle took it over): the lease then
+  // moves there (load, watch) and `moved_cached_tokens` is the new worker's predicted cache hit.
+  struct Moved {
+    std::shared_ptr<WorkerEntry> to;
+    std::int64_t predicted_cached_tokens = 0;
+  };
+  using StartGate = std::function<async::Task<absl::StatusOr<std::optional<Moved>>>(
       async::Executor*, CallCanceller*, std::chrono::system_clock::time_point)>;
   void SetStartGate(StartGate gate) { start_gate_ = std::move(gate); }
   async::Task<absl::Status> Start(async::Executor* executor, CallCanceller* canceller,
                                   std::chrono::system_clock::time_point deadline);
+  std::optional<std::int64_t> moved_cached_tokens() const { return moved_cached_tokens_; }
 
  private:
   WorkerRegistry* registry_;
@@ -120,6 +128,7 @@ class WorkerLease {
   std::function<void(const v1::PrefillResponse*)> prefill_hook_;
   std::function<void()> release_hook_;
   StartGate start_gate_;
+  std::optional<std::int64_t> moved_cached_tokens_;
 };
 
 // A healthy candidate and its load: router in-flight plus the last reported running + waiting.
@@ -219,6 +228,7 @@ class WorkerRegistry {
   void DetachMetricsLocked(WorkerEntry& entry, bool remove_series)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::chrono::milliseconds forget_after() const;
+  void CountIn(WorkerEntry& entry);  // one more lease on it
   void Release(WorkerEntry& entry, CallCanceller* watched);
   void AddWatcher(WorkerEntry& entry, CallCanceller* canceller);
 

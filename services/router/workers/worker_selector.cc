@@ -42,24 +42,27 @@ std::pair<const WorkerView*, const WorkerView*> LeastLoadedPair(
   return {nullptr, nullptr};
 }
 
-// The start gate of a held prefill: its turn in the hold queue, then a last look at both workers,
-// which may have started draining (or gone) while it waited. Such a request is placed again
-// (ABORTED: nothing was delivered, the dispatch loop re-selects as for a lost worker) rather than
-// sent to a draining worker.
-async::Task<absl::Status> HeldPrefillTurn(PrefixRouter* router, WorkerRegistry* registry,
-                                          int ticket, std::shared_ptr<WorkerEntry> prefill,
-                                          std::shared_ptr<WorkerEntry> decode,
-                                          async::Executor* executor, CallCanceller* canceller,
-                                          std::chrono::system_clock::time_point deadline) {
-  absl::Status turn = co_await router->PrefillTurn(ticket, executor, canceller, deadline);
+// The start gate of a held prefill: its turn in the hold queue (possibly moved to another prefill
+// worker meanwhile), then a last look at both workers, which may have started draining (or gone)
+// while it waited. Such a request is placed again (ABORTED: nothing was delivered, the dispatch
+// loop re-selects as for a lost worker) rather than sent to a draining worker.
+async::Task<absl::StatusOr<std::optional<WorkerLease::Moved>>> HeldPrefillTurn(
+    PrefixRouter* router, WorkerRegistry* registry, int ticket,
+    std::shared_ptr<WorkerEntry> prefill, std::shared_ptr<WorkerEntry> decode,
+    async::Executor* executor, CallCanceller* canceller,
+    std::chrono::system_clock::time_point deadline) {
+  absl::StatusOr<std::optional<WorkerLease::Moved>> turn =
+      co_await router->PrefillTurn(ticket, executor, canceller, deadline);
   if (!turn.ok()) co_return turn;
-  for (const WorkerEntry* worker : {prefill.get(), decode.get()}) {
+  const WorkerEntry* prefill_now = turn->has_value() ? (*turn)->to.get() : prefill.get();
+  const WorkerEntry* decode_now = decode.get();
+  for (const WorkerEntry* worker : {prefill_now, decode_now}) {
     if (worker != nullptr && !registry->Placeable(*worker)) {
       co_return absl::AbortedError(absl::StrCat(
           "worker ", worker->id(), " started draining or left while the prefill was held"));
     }
   }
-  co_return absl::OkStatus();
+  co_return turn;
 }
 
 absl::Status NoWorkersError(const std::string& model, std::size_t prefill, std::size_t decode) {

@@ -49,11 +49,12 @@ std::vector<std::int32_t> Prompt(int n, int seed) { return std::vector<std::int3
 
 class PrefillHoldTest : public ::testing::Test {
  protected:
-  void Start(const std::string& policy, int depth = 1) {
+  void Start(const std::string& policy, int depth = 1, bool held_moves = true) {
     auto router = PrefixRouter::Create({.block_size = 16,
                                         .policy = policy,
                                         .prefill_hold_depth = depth,
-                                        .prefill_hold_aging = 0.1});
+                                        .prefill_hold_aging = 0.1,
+                                        .held_moves = held_moves});
     ASSERT_TRUE(router.ok()) << router.status();
     router_ = std::move(*router);
     for (const auto& e : {p1_, p2_, d_}) ASSERT_TRUE(router_->OnRegistered(e->info()).ok());
@@ -66,16 +67,23 @@ class PrefillHoldTest : public ::testing::Test {
     return choice.ok() ? *choice : PrefixRouter::Choice{};
   }
 
-  absl::Status Await(const PrefixRouter::Choice& c, CallCanceller* canceller,
-                     milliseconds within = milliseconds(0)) {
+  absl::StatusOr<std::optional<WorkerLease::Moved>> AwaitTurn(
+      const PrefixRouter::Choice& c, CallCanceller* canceller,
+      milliseconds within = milliseconds(0)) {
     return async::BlockOn(&executor_, router_->PrefillTurn(c.prefill_ticket, &executor_, canceller,
                                                            SystemClock::now() + within));
+  }
+  absl::Status Await(const PrefixRouter::Choice& c, CallCanceller* canceller,
+                     milliseconds within = milliseconds(0)) {
+    return AwaitTurn(c, canceller, within).status();
   }
 
   std::shared_ptr<WorkerEntry> p1_ = UnconnectedWorker("p1", v1::WORKER_ROLE_PREFILL);
   std::shared_ptr<WorkerEntry> p2_ = UnconnectedWorker("p2", v1::WORKER_ROLE_PREFILL);
   std::shared_ptr<WorkerEntry> d_ = UnconnectedWorker("d", v1::WORKER_ROLE_DECODE);
   PrefixRouter::Candidates one_prefill_{.prefill = {{p1_}}, .decode = {{d_}}};
+  PrefixRouter::Candidates other_prefill_{.prefill = {{p2_}}, .decode = {{d_}}};
+  PrefixRouter::Candidates both_prefill_{.prefill = {{p1_}, {p2_}}, .decode = {{d_}}};
   async::Executor executor_{2};
   std::unique_ptr<PrefixRouter> router_;
   CallCanceller canceller_;
@@ -171,6 +179,84 @@ TEST_F(PrefillHoldTest, CombinedWorkersAreNeverHeld) {
   ASSERT_TRUE(router_->OnRegistered(c->info()).ok());
   const PrefixRouter::Candidates combined{.prefill = {{c}}};
   for (int i = 0; i < 4; ++i) EXPECT_FALSE(Choose(Prompt(500, i), combined).held);
+}
+
+// Late binding (docs/routing.md rule 10): a short prefill is held on p1, whose long prompt was
+// predicted to end before p2's longer one; p2 ends first and falls idle. Nothing of the short one
+// is cached anywhere, so the move costs nothing and it goes to p2.
+TEST_F(PrefillHoldTest, AHeldPrefillMovesToAPrefillWorkerThatFellIdle) {
+  for (bool held_moves : {true, false}) {
+    SCOPED_TRACE(held_moves ? "moves on" : "moves off");
+    Start("tandem", 1, held_moves);
+    const PrefixRouter::Choice running = Choose(Prompt(4000, 1), one_prefill_);
+    const PrefixRouter::Choice other = Choose(Prompt(6000, 2), other_prefill_);
+    const PrefixRouter::Choice waiting = Choose(Prompt(48, 3), both_prefill_);
+    ASSERT_FALSE(running.held);
+    ASSERT_FALSE(other.held);
+    ASSERT_TRUE(waiting.held);
+    EXPECT_EQ(waiting.prefill, p1_);
+
+    v1::PrefillResponse answer;
+    router_->PrefillFinished(other.prefill_ticket, &answer);  // p2 is idle now
+    EXPECT_EQ(router_->PrefillHeld(waiting.prefill_ticket), !held_moves);
+    if (!held_moves) continue;
+    absl::StatusOr<std::optional<WorkerLease::Moved>> turn = AwaitTurn(waiting, &canceller_);
+    ASSERT_TRUE(turn.ok()) << turn.status();
+    ASSERT_TRUE(turn->has_value());
+    EXPECT_EQ((*turn)->to, p2_);
+    EXPECT_EQ((*turn)->predicted_cached_tokens, 0);
+    // p1's place is still taken by the long one; the moved one holds p2's.
+    const PrefixRouter::Choice next = Choose(Prompt(32, 4), other_prefill_);
+    EXPECT_TRUE(next.held);
+    router_->PrefillFinished(waiting.prefill_ticket, &answer);
+    EXPECT_FALSE(router_->PrefillHeld(next.prefill_ticket));
+  }
+}
+
+// A worker that is not idle takes nothing over: p2 still has a prefill out.
+TEST_F(PrefillHoldTest, OnlyAnIdleWorkerTakesAHeldPrefillOver) {
+  Start("tandem");
+  const PrefixRouter::Choice running = Choose(Prompt(4000, 1), one_prefill_);
+  const PrefixRouter::Choice first = Choose(Prompt(6000, 2), other_prefill_);
+  const PrefixRouter::Choice second = Choose(Prompt(80, 5), other_prefill_);
+  const PrefixRouter::Choice waiting = Choose(Prompt(48, 3), both_prefill_);
+  ASSERT_TRUE(second.held);
+  ASSERT_TRUE(waiting.held);
+  ASSERT_EQ(waiting.prefill, p1_);
+  v1::PrefillResponse answer;
+  router_->PrefillFinished(first.prefill_ticket, &answer);  // p2 starts `second`: busy
+  EXPECT_FALSE(router_->PrefillHeld(second.prefill_ticket));
+  EXPECT_TRUE(router_->PrefillHeld(waiting.prefill_ticket));
+  router_->PrefillFinished(second.prefill_ticket, &answer);  // now idle
+  EXPECT_FALSE(router_->PrefillHeld(waiting.prefill_ticket));
+}
+
+// The lease of a moved prefill follows it: the dispatcher calls the new worker, whose load counts
+// it, and the old one's load drops.
+TEST(WorkerLeaseTest, AMovedPrefillsLeaseFollowsItToItsNewWorker) {
+  WorkerRegistry registry(WorkerRegistry::Options{});
+  std::shared_ptr<WorkerEntry> from = UnconnectedWorker("p1", v1::WORKER_ROLE_PREFILL);
+  std::shared_ptr<WorkerEntry> to = UnconnectedWorker("p2", v1::WORKER_ROLE_PREFILL);
+  async::Executor executor{1};
+  CallCanceller canceller;
+  {
+    std::unique_ptr<WorkerLease> lease = registry.Acquire(from);
+    lease->Watch(&canceller);
+    lease->SetStartGate([to](async::Executor*, CallCanceller*, SystemClock::time_point)
+                            -> async::Task<absl::StatusOr<std::optional<WorkerLease::Moved>>> {
+      co_return WorkerLease::Moved{.to = to, .predicted_cached_tokens = 32};
+    });
+    EXPECT_EQ(from->router_in_flight(), 1);
+    const absl::Status started =
+        async::BlockOn(&executor, lease->Start(&executor, &canceller, SystemClock::now()));
+    ASSERT_TRUE(started.ok()) << started;
+    EXPECT_EQ(&lease->worker(), to.get());
+    EXPECT_EQ(lease->moved_cached_tokens(), std::optional<std::int64_t>(32));
+    EXPECT_EQ(from->router_in_flight(), 0);
+    EXPECT_EQ(to->router_in_flight(), 1);
+  }
+  EXPECT_EQ(to->router_in_flight(), 0);
+  EXPECT_EQ(from->router_in_flight(), 0);
 }
 
 }  // namespace

@@ -224,6 +224,71 @@ TEST(SimulatorTest, TandemWarmsUpAHotPrefixOnAnIdleWorker) {
   }
 }
 
+// Late binding (docs/routing.md rule 10). A conversation's second turn (T) stays with its history
+// on worker h behind a 29 s prompt (A, which continues the same first turn), since the other
+// worker is busy for longer when T arrives (B, 22 s). When B ends, A still has 7.1 s to run: the
+// other worker takes T over and recomputes its 8-token history (0.8 s, weighted 6x: 4.8 s) rather
+// than idling.
+TEST(SimulatorTest, TandemMovesAHeldPrefillToAWorkerThatFellIdle) {
+  const auto line = [](int ms, int tokens, const std::string& ids) {
+    return absl::StrCat(R"({"timestamp": )", ms, R"(, "input_length": )", tokens,
+                        R"(, "output_length": 1, "hash_ids": [)", ids, "]}\n");
+  };
+  std::string long_a, long_b;
+  for (int b = 0; b < 75; ++b)
+    absl::StrAppend(&long_a, b < 2 ? b + 1 : 100 + b, b < 74 ? ", " : "");
+  for (int b = 0; b < 55; ++b) absl::StrAppend(&long_b, 300 + b, b < 54 ? ", " : "");
+  const Trace trace = Read(absl::StrCat(line(0, 8, "1, 2"), line(1000, 300, long_a),
+                                        line(1100, 220, long_b), line(2000, 12, "1, 2, 3")));
+  SimConfig config = TinyCluster();
+  config.prefill_workers = 2;
+  // The policy's prior and fixed part are the simulated worker's: every prediction is exact.
+  config.prefill_overhead_seconds = 0.02;
+  routing::TandemOptions options;
+  options.prior_prefill_seconds_per_token = config.prefill_seconds_per_token;
+  config.held_moves.prior_prefill_seconds_per_token = config.prefill_seconds_per_token;
+  std::vector<RequestRecord> records;
+  config.per_request = &records;
+  const auto replay = [&](bool moves) {
+    config.held_moves.enabled = moves;
+    records.clear();
+    std::unique_ptr<routing::Policy> policy = routing::MakeTandemPolicy(options);
+    absl::StatusOr<SimResult> result = Simulate(trace, config, *policy);
+    EXPECT_TRUE(result.ok()) << result.status();
+    return result.ok() ? *result : SimResult{};
+  };
+  const auto of = [&](std::int64_t prompt_tokens) {
+    for (const RequestRecord& r : records) {
+      if (r.prompt_tokens == prompt_tokens) return r;
+    }
+    ADD_FAILURE() << "no request of " << prompt_tokens << " tokens";
+    return RequestRecord{};
+  };
+  const SimResult without = replay(false);
+  EXPECT_EQ(without.held_moves, 0);
+  const int h = of(8).prefill_worker;
+  EXPECT_EQ(of(300).prefill_worker, h);
+  EXPECT_EQ(of(220).prefill_worker, 1 - h);
+  // Stayed: starts as A ends (1 + 0.02 + 292 x 0.1), 4 tokens to compute, 3 blocks to transfer.
+  EXPECT_EQ(of(12).prefill_worker, h);
+  EXPECT_NEAR(of(12).ttft, 30.22 + 0.42 + 0.03 - 2, 1e-6);
+  const SimResult with = replay(true);
+  EXPECT_EQ(with.held_moves, 1);
+  // Moved: starts as B ends (1.1 + 0.02 + 22), all 12 tokens to compute.
+  EXPECT_EQ(of(12).prefill_worker, 1 - h);
+  EXPECT_NEAR(of(12).ttft, 23.12 + 1.22 + 0.03 - 2, 1e-6);
+  EXPECT_LT(with.hit_rate, without.hit_rate);  // the history computed again
+  // With a weight that makes the 0.8 s recompute outweigh the 7.1 s left, it stays.
+  config.held_moves.extra_compute_weight = 10;
+  EXPECT_EQ(replay(true).held_moves, 0);
+  EXPECT_EQ(of(12).prefill_worker, h);
+  // The baselines keep their choice, held or not.
+  config.held_moves.extra_compute_weight = routing::HeldMoveOptions{}.extra_compute_weight;
+  config.hold_every_policy = true;
+  config.per_request = nullptr;
+  EXPECT_EQ(Replay(trace, config, "sglang-cache-aware").held_moves, 0);
+}
+
 TEST(SimulatorTest, OracleSharesOneInfiniteCacheBehindACentralQueue) {
   // Two prefill workers. A and B (8 tokens each, 0.8 s) arrive together, then C repeats A's
   // prompt plus one block: the oracle computes only C's last block (0.4 s) on whichever worker

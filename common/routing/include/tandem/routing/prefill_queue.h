@@ -61,9 +61,17 @@ class PrefillQueue {
   std::vector<Ticket> ReleaseAll(WorkerSlot worker);
 
   bool IsHeld(Ticket ticket) const;
+  // The tickets held for `worker`, in release order.
+  std::vector<Ticket> HeldFor(WorkerSlot worker) const;
+  // A held ticket moves to `to` with its prediction and tokens there, keeping its time in the
+  // queue; it starts at once where `to` has room and nothing held. True when it started.
+  bool Move(Ticket ticket, WorkerSlot to, double predicted_seconds, std::int64_t tokens);
   std::size_t total_held() const { return tickets_.size() - total_out_; }
   int held(WorkerSlot worker) const { return static_cast<int>(workers_[worker].held.size()); }
   int out(WorkerSlot worker) const { return workers_[worker].out; }
+  // Uncached tokens of the prefills out on `worker`, and of one ticket (0 when unknown).
+  std::int64_t out_tokens(WorkerSlot worker) const { return workers_[worker].out_tokens; }
+  std::int64_t tokens(Ticket ticket) const;
   const Options& options() const { return options_; }
 
  private:
@@ -77,6 +85,7 @@ class PrefillQueue {
     WorkerSlot worker = kNoWorker;
     bool held = false;
     double key = 0;
+    double enqueued = 0;
     std::int64_t tokens = 0;
   };
   bool MayStart(const PerWorker& w, std::int64_t tokens) const;

@@ -67,6 +67,9 @@ class WorkerTable {
   void OnPrefillFinished(WorkerSlot w, std::int64_t uncached_tokens, std::int64_t blocks,
                          std::int64_t computed_tokens, double compute_seconds,
                          double now_seconds = -1);
+  // A prefill dispatched to w and not started there (held in the router) went elsewhere: the
+  // dispatch's counts are taken back, the running prefill's start is kept.
+  void OnPrefillWithdrawn(WorkerSlot w, std::int64_t uncached_tokens, std::int64_t blocks);
   void OnDecodeDispatched(WorkerSlot w, std::int64_t blocks);
   void OnDecodeFinished(WorkerSlot w, std::int64_t blocks);
   // One decode step of `batch` sequences took `seconds`.
