@@ -122,6 +122,39 @@ TEST_F(DispatcherTest, DisaggregatedTokensArriveFirstTokenFirstWithPrefillsCache
   EXPECT_EQ(d->last_generate().handoff_id(), "handoff-req-1");
 }
 
+// A held prefill moved to another prefill worker while it waited (docs/routing.md rule 10): its
+// start gate says where, and the dispatcher calls that worker, with that worker's predicted hit.
+TEST_F(DispatcherTest, AHeldPrefillMovedWhileItWaitedIsSentToItsNewWorker) {
+  FakeWorker* chosen = Add("p1", v1::WORKER_ROLE_PREFILL, {.first_token = 50});
+  FakeWorker* idle = Add("p2", v1::WORKER_ROLE_PREFILL, {.first_token = 50});
+  Add("d", v1::WORKER_ROLE_DECODE, {.tokens = {51, 52}});
+  std::shared_ptr<WorkerEntry> to;
+  for (const WorkerView& view : registry_.Healthy("fake-model", v1::WORKER_ROLE_PREFILL)) {
+    if (view.entry->id() == idle->id()) to = view.entry;
+  }
+  ASSERT_NE(to, nullptr);
+  WorkerPlan plan;
+  for (const WorkerView& view : registry_.Healthy("fake-model", v1::WORKER_ROLE_PREFILL)) {
+    if (view.entry->id() == chosen->id()) plan.prefill = registry_.Acquire(view.entry);
+  }
+  plan.decode = registry_.Acquire(registry_.Healthy("fake-model", v1::WORKER_ROLE_DECODE)[0].entry);
+  ASSERT_NE(plan.prefill, nullptr);
+  plan.prefill->SetStartGate(
+      [to](async::Executor*, CallCanceller*, std::chrono::system_clock::time_point)
+          -> async::Task<absl::StatusOr<std::optional<WorkerLease::Moved>>> {
+        co_return WorkerLease::Moved{.to = to, .predicted_cached_tokens = 0};
+      });
+  CallCanceller canceller;
+  CollectingSink sink;
+  auto outcome = async::BlockOn(&executor_, dispatcher_.Run(Request(3), plan, &canceller, &sink));
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_EQ(sink.tokens, (std::vector<std::int32_t>{50, 51, 52}));
+  EXPECT_EQ(Count(*idle, "Prefill req-1 handoff-req-1"), 1);
+  EXPECT_EQ(Count(*chosen, "Prefill req-1 handoff-req-1"), 0);
+  EXPECT_TRUE(chosen->calls().empty());
+  EXPECT_EQ(plan.prefill->worker().id(), idle->id());
+}
+
 TEST_F(DispatcherTest, ASinkThatStopsEndsTheGenerationAsStop) {
   FakeWorker* w = Add("c", v1::WORKER_ROLE_COMBINED,
                       {.tokens = {60, 61, 62, 63, 64}, .hang_after = 3});

@@ -227,8 +227,12 @@ TEST_F(PrefillHoldTest, OnlyAnIdleWorkerTakesAHeldPrefillOver) {
   router_->PrefillFinished(first.prefill_ticket, &answer);  // p2 starts `second`: busy
   EXPECT_FALSE(router_->PrefillHeld(second.prefill_ticket));
   EXPECT_TRUE(router_->PrefillHeld(waiting.prefill_ticket));
-  router_->PrefillFinished(second.prefill_ticket, &answer);  // now idle
+  // Still p1's: its own worker's end releases it, unmoved.
+  router_->PrefillFinished(running.prefill_ticket, &answer);
   EXPECT_FALSE(router_->PrefillHeld(waiting.prefill_ticket));
+  absl::StatusOr<std::optional<WorkerLease::Moved>> turn = AwaitTurn(waiting, &canceller_);
+  ASSERT_TRUE(turn.ok()) << turn.status();
+  EXPECT_FALSE(turn->has_value());
 }
 
 // The lease of a moved prefill follows it: the dispatcher calls the new worker, whose load counts

@@ -44,7 +44,7 @@ TEST_F(HeldMoveTest, AnIdleWorkerTakesAPrefillWaitingBehindALongOne) {
 
 TEST_F(HeldMoveTest, ARecomputeLargerThanTheWaitKeepsItWhereItsPrefixIs) {
   ASSERT_FALSE(Dispatch(2, 0, 100));
-  // Its 4,000-token history is cached on worker 0 only: moving adds 0.5 s of compute, weighted 6x
+  // Its 4,000-token history is cached on worker 0 only: moving adds 0.5 s of compute, weighted 7x
   // against a 1 s wait.
   on_idle_[2] = 4100;
   EXPECT_FALSE(Pick().has_value());
@@ -54,7 +54,7 @@ TEST_F(HeldMoveTest, ARecomputeLargerThanTheWaitKeepsItWhereItsPrefixIs) {
 
 TEST_F(HeldMoveTest, TheWaitLeftIsWhatTheRunningPrefillHasNotHadYet) {
   ASSERT_FALSE(Dispatch(2, 0, 100));
-  on_idle_[2] = 500;                             // 0.05 s more, weighted 6x: 0.3 s
+  on_idle_[2] = 500;                             // 0.05 s more, weighted 7x: 0.35 s
   EXPECT_TRUE(Pick(/*now=*/0.5).has_value());    // ~0.5 s of the long prefill left
   EXPECT_FALSE(Pick(/*now=*/0.75).has_value());  // ~0.27 s left
 }

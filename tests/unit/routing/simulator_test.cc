@@ -227,7 +227,7 @@ TEST(SimulatorTest, TandemWarmsUpAHotPrefixOnAnIdleWorker) {
 // Late binding (docs/routing.md rule 10). A conversation's second turn (T) stays with its history
 // on worker h behind a 29 s prompt (A, which continues the same first turn), since the other
 // worker is busy for longer when T arrives (B, 22 s). When B ends, A still has 7.1 s to run: the
-// other worker takes T over and recomputes its 8-token history (0.8 s, weighted 6x: 4.8 s) rather
+// other worker takes T over and recomputes its 8-token history (0.8 s, weighted 7x: 5.6 s) rather
 // than idling.
 TEST(SimulatorTest, TandemMovesAHeldPrefillToAWorkerThatFellIdle) {
   const auto line = [](int ms, int tokens, const std::string& ids) {

@@ -22,7 +22,7 @@ namespace tandem::routing {
 // token is a lost cache hit and takes room in the idle worker's cache.
 struct HeldMoveOptions {
   bool enabled = true;
-  double extra_compute_weight = 6.0;
+  double extra_compute_weight = 7.0;
   double prefill_overhead_seconds = 0.02;  // per prefill, as the tandem policy charges it
   double prior_prefill_seconds_per_token = 1.0 / 8000;  // before a worker's speed is learnt
 };
