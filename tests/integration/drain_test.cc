@@ -43,9 +43,11 @@ class DrainTest : public ::testing::Test {
            ("tandem_drain_" + std::to_string(::getpid()) + "_" +
             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_);
+    // The lease only has to outlast a loaded machine's heartbeat stalls: nothing here waits for a
+    // worker to be found dead, and a live decode taken for dead would have its streams migrated.
     testing::StartProc(&router_, dir_, TANDEM_ROUTER_BIN, "router", kModel,
                        {"--http-listen", "127.0.0.1:0", "--control-listen", "127.0.0.1:0",
-                        "--worker-lease-ms", "1500"});
+                        "--worker-lease-ms", "4000"});
   }
   void TearDown() override {
     std::error_code ec;
@@ -144,13 +146,15 @@ TEST_F(DrainTest, DrainEndpointFailsReadinessAtOnceFinishesStreamsAndExitsZero) 
   EXPECT_TRUE(decode_.process.running()) << "exited with streams in flight";
 
   // Every stream the decode held runs to its end on it: nothing cut, nothing migrated.
-  EXPECT_EQ(CompletedStreams(conns), kStreams);
+  EXPECT_EQ(CompletedStreams(conns), kStreams) << "router:\n"
+                                               << router_.process.log() << "\ndecode:\n"
+                                               << decode_.process.log();
   const auto code = decode_.process.WaitExit(milliseconds(10000));
   ASSERT_TRUE(code.has_value()) << "still running after its streams ended:\n"
                                 << decode_.process.log();
   EXPECT_EQ(*code, 0) << decode_.process.log();
   EXPECT_NE(decode_.process.log().find("drained in"), std::string::npos) << decode_.process.log();
-  EXPECT_EQ(Metric(router_.ports[0], "tandem_router_migrations_total"), 0);
+  EXPECT_EQ(Metric(router_.ports[0], "tandem_router_migrations_total"), 0) << router_.process.log();
 }
 
 // What the autoscalers read (docs/deployment.md, "Metrics the scalers use").
