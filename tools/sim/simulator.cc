@@ -272,14 +272,13 @@ class Simulation {
     if (!move.has_value()) return;
     const int id = static_cast<int>(move->ticket);
     RequestState& r = requests_[id];
-    table_.OnPrefillWithdrawn(r.prefill, r.predicted_uncached, r.blocks);
+    const bool started =
+        routing::ApplyHeldMove(*move, p, r.predicted_uncached, r.blocks, now_,
+                               config_.prefill_seconds_per_token, &table_, &hold_);
     r.prefill = p;
     r.predicted_uncached = move->uncached_tokens;
-    table_.OnPrefillDispatched(p, r.predicted_uncached, r.blocks, now_);
     ++held_moves_;
-    if (hold_.Move(move->ticket, p, PredictedSeconds(r), r.predicted_uncached)) {
-      prefill_[p].queue.push_back(id);
-    }
+    if (started) prefill_[p].queue.push_back(id);
   }
 
   // The router's prediction, as PrefixRouter makes it: uncached tokens at its learnt speed, not

@@ -45,6 +45,16 @@ std::optional<HeldMove> PickHeldMove(const PrefillQueue& queue, WorkerSlot idle,
   return best;
 }
 
+bool ApplyHeldMove(const HeldMove& move, WorkerSlot idle, std::int64_t withdrawn_uncached,
+                   std::int64_t blocks, double now_seconds, double prior_seconds_per_token,
+                   WorkerTable* table, PrefillQueue* queue) {
+  table->OnPrefillWithdrawn(move.from, withdrawn_uncached, blocks);
+  table->OnPrefillDispatched(idle, move.uncached_tokens, blocks, now_seconds);
+  const double predicted = static_cast<double>(move.uncached_tokens) *
+                           table->states()[idle].PrefillSecondsPerToken(prior_seconds_per_token);
+  return queue->Move(move.ticket, idle, predicted, move.uncached_tokens);
+}
+
 std::int64_t UncachedTokensOn(const KvIndex& index, std::span<const BlockHash> chain,
                               std::int64_t prompt_tokens, int block_size, WorkerSlot worker) {
   MatchResult match;

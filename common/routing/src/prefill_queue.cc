@@ -25,20 +25,23 @@ void PrefillQueue::SetBatchTokens(WorkerSlot worker, std::int64_t tokens) {
 bool PrefillQueue::Enqueue(Ticket ticket, WorkerSlot worker, double predicted_seconds,
                            double now_seconds, std::int64_t tokens) {
   if (worker < 0 || worker >= kMaxWorkers) return true;  // nothing to order it against
-  PerWorker& w = workers_[worker];
-  Entry entry{
+  Entry& entry = tickets_[ticket];
+  entry = Entry{
       .worker = worker, .enqueued = now_seconds, .tokens = std::max<std::int64_t>(0, tokens)};
+  return Place(ticket, &entry, predicted_seconds);
+}
+
+bool PrefillQueue::Place(Ticket ticket, Entry* entry, double predicted_seconds) {
+  PerWorker& w = workers_[entry->worker];
   // Whatever is held goes before a newcomer, so it may start only when nothing is held (Done
   // refills free places from the held ones at once).
-  if (w.held.empty() && MayStart(w, entry.tokens)) {
-    Start(worker, &entry);
-    tickets_[ticket] = entry;
+  if (w.held.empty() && MayStart(w, entry->tokens)) {
+    Start(entry->worker, entry);
     return true;
   }
-  entry.held = true;
-  entry.key = predicted_seconds + options_.aging * now_seconds;
-  w.held.emplace(entry.key, ticket);
-  tickets_[ticket] = entry;
+  entry->held = true;
+  entry->key = predicted_seconds + options_.aging * entry->enqueued;
+  w.held.emplace(entry->key, ticket);
   return false;
 }
 
@@ -96,14 +99,7 @@ bool PrefillQueue::Move(Ticket ticket, WorkerSlot to, double predicted_seconds,
   workers_[entry.worker].held.erase({entry.key, ticket});
   entry.worker = to;
   entry.tokens = std::max<std::int64_t>(0, tokens);
-  PerWorker& w = workers_[to];
-  if (w.held.empty() && MayStart(w, entry.tokens)) {
-    Start(to, &entry);
-    return true;
-  }
-  entry.key = predicted_seconds + options_.aging * entry.enqueued;
-  w.held.emplace(entry.key, ticket);
-  return false;
+  return Place(ticket, &entry, predicted_seconds);
 }
 
 std::int64_t PrefillQueue::tokens(Ticket ticket) const {

@@ -646,11 +646,10 @@ void PrefixRouter::MoveHeldToLocked(WorkerSlot idle, double now) {
       index_.IsStale(idle)) {
     return;
   }
-  const routing::TandemOptions policy_defaults;
+  // The tandem policy's own cost terms (the router runs it with its defaults).
+  const routing::HeldMoveOptions options;
   const std::optional<routing::HeldMove> move = routing::PickHeldMove(
-      hold_, idle, table_.states(), now,
-      {.prefill_overhead_seconds = policy_defaults.prefill_overhead_seconds,
-       .prior_prefill_seconds_per_token = policy_defaults.prior_prefill_seconds_per_token},
+      hold_, idle, table_.states(), now, options,
       [&](routing::PrefillQueue::Ticket key) -> std::int64_t {
         const int id = static_cast<int>(key);
         if (id < 0 || id >= static_cast<int>(tickets_.size())) return -1;
@@ -662,22 +661,17 @@ void PrefixRouter::MoveHeldToLocked(WorkerSlot idle, double now) {
                                          idle);
       });
   if (!move.has_value()) return;
-  const int id = static_cast<int>(move->ticket);
-  Ticket& t = tickets_[id];
-  table_.OnPrefillWithdrawn(t.slot, t.uncached_tokens, t.blocks);
+  Ticket& t = tickets_[static_cast<int>(move->ticket)];
+  const bool started =
+      routing::ApplyHeldMove(*move, idle, t.uncached_tokens, t.blocks, now,
+                             options.prior_prefill_seconds_per_token, &table_, &hold_);
   t.slot = idle;
   t.generation = info_[idle].generation;
   t.uncached_tokens = move->uncached_tokens;
   t.moved_to = std::move(entry);
   t.moved_at = now;
   t.moved_cached_tokens = t.prompt_tokens - move->uncached_tokens;
-  table_.OnPrefillDispatched(idle, t.uncached_tokens, t.blocks, now);
-  const double seconds_per_token =
-      state.PrefillSecondsPerToken(policy_defaults.prior_prefill_seconds_per_token);
-  if (hold_.Move(move->ticket, idle, static_cast<double>(t.uncached_tokens) * seconds_per_token,
-                 t.uncached_tokens)) {
-    WakeLocked({move->ticket});
-  }
+  if (started) WakeLocked({move->ticket});
   PublishHeld();
   if (options_.metrics != nullptr) options_.metrics->prefill_held_moves->Increment();
 }

@@ -122,16 +122,9 @@ class Cluster:
 
 def router_counters(http_port: int, names) -> dict:
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/metrics", timeout=10) as r:
-            text = r.read().decode()
+        return tandem_bench.router_metrics(f"http://127.0.0.1:{http_port}", names, timeout=10)
     except OSError:
         return {}
-    out = {}
-    for line in text.splitlines():
-        name, _, value = line.partition(" ")
-        if name in names:
-            out[name] = float(value)
-    return out
 
 
 def run_policy(args, policy: str) -> Path:

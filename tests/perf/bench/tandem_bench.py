@@ -232,13 +232,22 @@ def rss_kib(pid: int) -> int:
     raise ValueError(f"no VmRSS for pid {pid}")
 
 
-def router_metric(url: str, name: str) -> float:
+def router_metrics(url: str, names, timeout: float = 30) -> dict:
+    """{name: value} of the unlabelled series `names` the router exports (absent ones left out);
+    one scrape of /metrics."""
     import urllib.request
-    with urllib.request.urlopen(url.rstrip("/") + "/metrics", timeout=30) as r:
-        for line in r.read().decode().splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[1])
-    return 0.0
+    with urllib.request.urlopen(url.rstrip("/") + "/metrics", timeout=timeout) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in names:
+            out[name] = float(value)
+    return out
+
+
+def router_metric(url: str, name: str) -> float:
+    return router_metrics(url, (name,)).get(name, 0.0)
 
 
 def command_idle(args) -> int:

@@ -7,6 +7,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/strings/string_view.h"
 #include "tandem/routing/kv_index.h"
+#include "tandem/routing/policy.h"
 #include "tandem/routing/prefill_queue.h"
 #include "tandem/routing/types.h"
 #include "tandem/routing/worker_state.h"
@@ -23,8 +24,9 @@ namespace tandem::routing {
 struct HeldMoveOptions {
   bool enabled = true;
   double extra_compute_weight = 7.0;
-  double prefill_overhead_seconds = 0.02;  // per prefill, as the tandem policy charges it
-  double prior_prefill_seconds_per_token = 1.0 / 8000;  // before a worker's speed is learnt
+  // Per prefill, as the tandem policy charges it, and the speed before a worker's is learnt.
+  double prefill_overhead_seconds = TandemOptions{}.prefill_overhead_seconds;
+  double prior_prefill_seconds_per_token = TandemOptions{}.prior_prefill_seconds_per_token;
 };
 
 struct HeldMove {
@@ -44,6 +46,13 @@ std::optional<HeldMove> PickHeldMove(const PrefillQueue& queue, WorkerSlot idle,
                                      std::span<const WorkerState> workers, double now_seconds,
                                      const HeldMoveOptions& options,
                                      UncachedOnIdle uncached_on_idle);
+
+// Carries `move` out: the dispatch's counts leave `move.from` (`withdrawn_uncached` and `blocks`,
+// as dispatched there) for the idle worker, and the ticket moves in the queue, predicted at that
+// worker's learnt speed (`prior` before one). True when it starts now.
+bool ApplyHeldMove(const HeldMove& move, WorkerSlot idle, std::int64_t withdrawn_uncached,
+                   std::int64_t blocks, double now_seconds, double prior_seconds_per_token,
+                   WorkerTable* table, PrefillQueue* queue);
 
 // What `worker` would compute of a prompt per the index: its tokens beyond the leading run of
 // `chain` the index has there.

@@ -89,6 +89,8 @@ class PrefillQueue {
     std::int64_t tokens = 0;
   };
   bool MayStart(const PerWorker& w, std::int64_t tokens) const;
+  // Starts `entry` on its worker where it may, else holds it there (Enqueue and Move).
+  bool Place(Ticket ticket, Entry* entry, double predicted_seconds);
   void Start(WorkerSlot worker, Entry* entry);
   void ReleaseNext(WorkerSlot worker, std::vector<Ticket>* released);
   void ReleaseFitting(WorkerSlot worker, std::vector<Ticket>* released);
