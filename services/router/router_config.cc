@@ -77,6 +77,12 @@ void BindRouterFlags(config::FlagSet* f, RouterConfig* c) {
           "tandem policy: a prefill worker that falls idle takes over a prefill held for a busy "
           "one, where the wait skipped outweighs the cached prefix it must recompute",
           "TANDEM_ROUTER_HELD_MOVES");
+  f->Double("prefill-piece-seconds", &c->prefill_piece_seconds,
+            "tandem policy: a prompt whose uncached rest would take more than two of these "
+            "seconds on its worker (at its learnt speed) goes as a leading piece of this length "
+            "first, then the rest waits its turn again, so shorter prefills held meanwhile pass "
+            "it (only while nothing else waits for that worker; 0: whole prompts)",
+            "TANDEM_ROUTER_PREFILL_PIECE_SECONDS");
   f->Int("prefill-batch-tokens", &c->prefill_batch_tokens,
          "tandem policy: held prefills whose uncached tokens together fit this go out to their "
          "worker at once and are computed in one engine step (-1: each worker's announced "

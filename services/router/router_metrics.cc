@@ -137,6 +137,11 @@ absl::StatusOr<RouterMetrics> RouterMetrics::Create(metrics::Registry* r) {
       Unlabelled(r->AddCounter("tandem_router_prefill_held_moves_total",
                                "Held prefills moved to a prefill worker that fell idle "
                                "(--held-moves).")));
+  TANDEM_ASSIGN_OR_RETURN(
+      m.prefill_pieces,
+      Unlabelled(r->AddCounter("tandem_router_prefill_pieces_total",
+                               "Leading pieces of long prompts computed as prefills of their own "
+                               "before the rest (--prefill-piece-seconds).")));
   return m;
 }
 

@@ -47,6 +47,7 @@ struct RouterMetrics {
   metrics::Counter* prefill_warm_ups = nullptr;        // hot prefixes sent to idle workers
   metrics::Counter* prefill_warm_ups_failed = nullptr;
   metrics::Counter* prefill_held_moves = nullptr;  // held prefills taken over by idle workers
+  metrics::Counter* prefill_pieces = nullptr;      // leading pieces of long prompts sent alone
 };
 
 }  // namespace tandem::router

@@ -75,6 +75,9 @@ absl::Status RouterServer::Init() {
     return absl::InvalidArgumentError(
         "--prefill-hold-depth and --prefill-hold-aging must not be negative");
   }
+  if (!(cfg.prefill_piece_seconds >= 0)) {
+    return absl::InvalidArgumentError("--prefill-piece-seconds must not be negative");
+  }
   TANDEM_ASSIGN_OR_RETURN(
       prefix_router_, PrefixRouter::Create(PrefixRouter::Options{
                           .block_size = cfg.kv_block_size,
@@ -85,6 +88,7 @@ absl::Status RouterServer::Init() {
                           .prefill_batch_tokens = cfg.prefill_batch_tokens,
                           .warm_ups = cfg.warm_ups,
                           .held_moves = cfg.held_moves,
+                          .prefill_pieces = {.piece_seconds = cfg.prefill_piece_seconds},
                           .metrics = &metrics_,
                           .now = options_.now}));
   selector_ = std::make_unique<PolicySelector>(registry_.get(), prefix_router_.get());

@@ -40,6 +40,9 @@ constexpr char kUsage[] =
     "                            prefill_overhead_seconds=X]\n"
     "                  [--prefill-hold-depth N] [--prefill-hold-aging X]  (tandem's hold queue)\n"
     "                  [--hold-every-policy 0|1]  (1: the baselines behind the same queue)\n"
+    "                  [--prefill-piece-s X] [--prefill-piece-min N]  (tandem: a rest longer than "
+    "N\n"
+    "                                        pieces of X s goes in pieces; X 0: whole prompts)\n"
     "                  [--held-moves 0|1] [--held-move-weight X]  (tandem: idle workers take\n"
     "                                                             held prefills over)\n"
     "                  [--per-request PREFIX]  (PREFIX.POLICY.tsv: arrival, prompt, computed,\n"
@@ -169,6 +172,14 @@ bool ParseArgs(int argc, char** argv, Args* args) {
     } else if (flag == "--held-moves") {
       if (value != "0" && value != "1") return Fail("--held-moves takes 0 or 1");
       c.held_moves.enabled = value == "1";
+    } else if (flag == "--prefill-piece-s") {
+      if (!absl::SimpleAtod(value, &c.pieces.piece_seconds) || !(c.pieces.piece_seconds >= 0)) {
+        return Fail("--prefill-piece-s takes a non-negative number (0: whole prompts)");
+      }
+    } else if (flag == "--prefill-piece-min") {
+      if (!absl::SimpleAtod(value, &c.pieces.min_pieces) || !(c.pieces.min_pieces >= 1)) {
+        return Fail("--prefill-piece-min takes a number >= 1");
+      }
     } else if (flag == "--held-move-weight") {
       if (!absl::SimpleAtod(value, &c.held_moves.extra_compute_weight) ||
           !(c.held_moves.extra_compute_weight >= 0)) {

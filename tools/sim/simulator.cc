@@ -37,7 +37,9 @@ struct RequestState {
   BlockHash parent = 0;
   double compute_seconds = 0;
   std::int64_t computed_tokens = 0;
-  double started = 0;  // when its prefill started on the worker
+  double started = -1;              // when its prefill first started on a worker
+  std::int64_t total_computed = 0;  // over its pieces
+  bool piece = false;               // what runs now is a piece, not the rest of the prompt
 };
 
 // A warm-up (routing::WarmUpPlanner) as its worker runs it: a prefix computed alone.
@@ -96,6 +98,8 @@ class Simulation {
             .aging = config.prefill_hold_aging}),
         warm_ups_(config.warm_up) {
     moves_held_ = config.held_moves.enabled && routing::PolicyMovesHeld(policy.name());
+    cuts_prefills_ = config.pieces.piece_seconds > 0 &&
+                     routing::PolicyCutsPrefills(policy.name()) && hold_.options().depth > 0;
     if (!routing::PolicyWarmsUp(policy.name()))
       warm_ups_ = routing::WarmUpPlanner({.enabled = false});
   }
@@ -305,12 +309,26 @@ class Simulation {
     }
     RequestState& r = requests_[id];
     const TraceRequest& t = *r.trace;
-    const std::int64_t run = TakeIntoCache(p, t.chain, &r.to_store, &r.parent);
+    std::span<const BlockHash> chain = t.chain;
+    r.piece = false;
+    if (cuts_prefills_) {
+      const std::optional<std::int64_t> end = routing::NextPieceEnd(
+          config_.pieces, t.input_length, w.cache.LeadingRun(chain) * config_.block_size,
+          config_.block_size,
+          table_.states()[p].PrefillSecondsPerToken(config_.prefill_seconds_per_token),
+          hold_.held(p) > 0, /*cut_limit_tokens=*/-1);
+      if (end.has_value()) {
+        chain = chain.first(static_cast<std::size_t>(*end / config_.block_size));
+        r.piece = true;
+      }
+    }
+    const std::int64_t run = TakeIntoCache(p, chain, &r.to_store, &r.parent);
     const std::int64_t hit = std::min(run * config_.block_size, t.input_length);
-    hit_tokens_ += static_cast<double>(hit);
-    prompt_tokens_ += static_cast<double>(t.input_length);
-    r.computed_tokens = t.input_length - hit;
-    r.started = now_;
+    r.computed_tokens = r.piece
+                            ? (static_cast<std::int64_t>(chain.size()) - run) * config_.block_size
+                            : t.input_length - hit;
+    r.total_computed += r.computed_tokens;
+    if (r.started < 0) r.started = now_;
     r.compute_seconds = ComputeSeconds(p, r.computed_tokens);
     Push(now_ + r.compute_seconds, EventType::kPrefillDone, p);
   }
@@ -364,6 +382,13 @@ class Simulation {
     RequestState& r = requests_[id];
     // The KV exists once computed: that is when the worker announces it.
     Publish(p, KvEvent::Kind::kStored, r.parent, std::move(r.to_store));
+    if (r.piece) {
+      FinishPiece(p, id, r);
+      return;
+    }
+    hit_tokens_ +=
+        static_cast<double>(std::max<std::int64_t>(0, r.trace->input_length - r.total_computed));
+    prompt_tokens_ += static_cast<double>(r.trace->input_length);
     table_.OnPrefillFinished(p, r.predicted_uncached, r.blocks, r.computed_tokens, r.compute_seconds,
                              now_);
     const double landed = now_ + static_cast<double>(r.blocks) * config_.kv_transfer_seconds_per_block;
@@ -371,16 +396,34 @@ class Simulation {
     if (config_.per_request != nullptr) {
       config_.per_request->push_back(RequestRecord{.arrival = r.arrival,
                                                    .prompt_tokens = r.trace->input_length,
-                                                   .computed_tokens = r.computed_tokens,
+                                                   .computed_tokens = r.total_computed,
                                                    .wait = r.started - r.arrival,
                                                    .ttft = landed - r.arrival,
                                                    .prefill_worker = p});
     }
     r.last_token = landed;
     Push(landed, EventType::kKvLanded, id);
-    for (routing::PrefillQueue::Ticket next : hold_.Done(static_cast<routing::PrefillQueue::Ticket>(id))) {
+    SendReleased(hold_.Done(static_cast<routing::PrefillQueue::Ticket>(id)));
+    StartPrefill(p);
+  }
+
+  void SendReleased(const std::vector<routing::PrefillQueue::Ticket>& released) {
+    for (routing::PrefillQueue::Ticket next : released) {
       prefill_[requests_[next].prefill].queue.push_back(static_cast<int>(next));
     }
+  }
+
+  // A piece is done: the rest of the prompt goes back to the hold queue, keeping its arrival for
+  // the aging, and whatever is held first for this worker runs next.
+  // A piece is done: the rest of the prompt is held again (keeping its time in the queue), and
+  // whatever is held first for this worker runs next.
+  void FinishPiece(WorkerSlot p, int id, RequestState& r) {
+    const std::int64_t piece_uncached = std::min(r.predicted_uncached, r.computed_tokens);
+    const std::int64_t rest = r.predicted_uncached - piece_uncached;
+    SendReleased(routing::ApplyPieceDone(static_cast<routing::PrefillQueue::Ticket>(id), p,
+                                         piece_uncached, r.computed_tokens, r.compute_seconds, rest,
+                                         now_, config_.prefill_seconds_per_token, &table_, &hold_));
+    r.predicted_uncached = rest;
     StartPrefill(p);
   }
 
@@ -480,6 +523,7 @@ class Simulation {
   std::vector<WarmUpJob> warm_up_jobs_;
   std::int64_t warm_up_tokens_ = 0;
   bool moves_held_ = false;
+  bool cuts_prefills_ = false;
   std::int64_t held_moves_ = 0;
   routing::WorkerTable table_;
   std::vector<PrefillWorker> prefill_;

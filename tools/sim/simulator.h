@@ -7,6 +7,7 @@
 #include "absl/status/statusor.h"
 #include "tandem/routing/held_moves.h"
 #include "tandem/routing/policy.h"
+#include "tandem/routing/prefill_pieces.h"
 #include "tandem/routing/warm_up.h"
 #include "trace.h"
 
@@ -56,6 +57,10 @@ struct SimConfig {
   // Tandem's late binding: a prefill worker falling idle takes over a held prefill of a busy one
   // (routing::PickHeldMove); the baselines keep their choice.
   routing::HeldMoveOptions held_moves;
+  // Tandem's prefills in pieces (routing::NextPieceEnd, rule 11): a long prompt's leading part
+  // runs as a prefill of its own and the rest is held again, so shorter held prefills may pass
+  // it. piece_seconds 0: whole prompts.
+  routing::PrefillPieceOptions pieces;
   // When set, one record per request is appended here, in prefill completion order.
   std::vector<RequestRecord>* per_request = nullptr;
 };

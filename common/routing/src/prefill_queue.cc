@@ -78,6 +78,24 @@ std::vector<PrefillQueue::Ticket> PrefillQueue::Done(Ticket ticket) {
   return released;
 }
 
+std::vector<PrefillQueue::Ticket> PrefillQueue::Requeue(Ticket ticket, double predicted_seconds,
+                                                        std::int64_t tokens) {
+  std::vector<Ticket> released;
+  auto it = tickets_.find(ticket);
+  if (it == tickets_.end() || it->second.held) return released;
+  Entry& entry = it->second;
+  PerWorker& w = workers_[entry.worker];
+  --w.out;
+  w.out_tokens -= entry.tokens;
+  --total_out_;
+  entry.tokens = std::max<std::int64_t>(0, tokens);
+  entry.held = true;
+  entry.key = predicted_seconds + options_.aging * entry.enqueued;
+  w.held.emplace(entry.key, ticket);
+  ReleaseFitting(entry.worker, &released);
+  return released;
+}
+
 std::vector<PrefillQueue::Ticket> PrefillQueue::ReleaseAll(WorkerSlot worker) {
   std::vector<Ticket> released;
   while (!workers_[worker].held.empty()) ReleaseNext(worker, &released);

@@ -7,8 +7,10 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "dispatch/worker_calls.h"
 #include "tandem/base/hash.h"
 #include "tandem/routing/held_moves.h"
+#include "tandem/routing/prefill_pieces.h"
 #include "tandem/rpc/conversions.h"
 
 namespace tandem::router {
@@ -457,12 +459,14 @@ absl::StatusOr<PrefixRouter::Choice> PrefixRouter::Choose(std::span<const std::i
                                  decision->prefill,
                                  static_cast<double>(uncached) * seconds_per_token, now,
                                  uncached);
-    if (choice.held) {
+    choice.may_cut = CutsPrefills();
+    if (choice.held || choice.may_cut) {
+      // What a move (a held prefill's) and a piece (rule 11) look up in the index.
       Ticket& held = tickets_[choice.prefill_ticket];
       held.chain.assign(chain.begin(), chain.end());
       held.decode_slot = decision->decode;
-      PublishHeld();
     }
+    if (choice.held) PublishHeld();
     choice.decode = decode->entry;
     table_.OnDecodeDispatched(decision->decode, blocks);
     choice.decode_ticket = NewTicket({.slot = decision->decode,
@@ -562,14 +566,15 @@ async::Task<absl::StatusOr<std::optional<WorkerLease::Moved>>> PrefixRouter::Pre
         std::optional<WorkerLease::Moved> moved;
         if (ticket >= 0 && ticket < static_cast<int>(tickets_.size())) {
           Ticket& t = tickets_[ticket];
-          if (waited && options_.metrics != nullptr) {
+          if (waited && !t.hold_observed && options_.metrics != nullptr) {
             options_.metrics->prefill_hold_seconds->Observe(Seconds() - t.dispatched);
+            t.hold_observed = true;
           }
           if (t.moved_to != nullptr) {
             moved = WorkerLease::Moved{.to = std::move(t.moved_to),
                                        .predicted_cached_tokens = t.moved_cached_tokens};
           }
-          t.chain = {};  // only a held prefill can move
+          if (!CutsPrefills()) t.chain = {};  // only a held prefill can move
         }
         co_return moved;
       }
@@ -609,8 +614,8 @@ void PrefixRouter::PrefillFinished(int ticket, const v1::PrefillResponse* respon
   WakeLocked(hold_.Done(static_cast<routing::PrefillQueue::Ticket>(ticket)));
   PublishHeld();
   if (ticket < 0 || ticket >= static_cast<int>(tickets_.size()) || !tickets_[ticket].used) return;
-  const Ticket t = tickets_[ticket];
-  tickets_[ticket].used = false;
+  const Ticket t = std::move(tickets_[ticket]);
+  tickets_[ticket] = Ticket{};
   free_tickets_.push_back(ticket);
   const double now = Seconds();
   if (t.warm_up) warm_ups_.Done(t.warm_up_run_end, now);
@@ -671,9 +676,99 @@ void PrefixRouter::MoveHeldToLocked(WorkerSlot idle, double now) {
   t.moved_to = std::move(entry);
   t.moved_at = now;
   t.moved_cached_tokens = t.prompt_tokens - move->uncached_tokens;
+  t.piece_end = 0;  // its pieces so far are cached on the worker it left
   if (started) WakeLocked({move->ticket});
   PublishHeld();
   if (options_.metrics != nullptr) options_.metrics->prefill_held_moves->Increment();
+}
+
+bool PrefixRouter::CutsPrefills() const {
+  return options_.prefill_pieces.piece_seconds > 0 && hold_.options().depth > 0 &&
+         routing::PolicyCutsPrefills(policy_->name());
+}
+
+std::optional<std::int64_t> PrefixRouter::NextPieceLocked(int ticket,
+                                                          std::span<const std::int32_t> prompt) {
+  if (!CutsPrefills() || !TicketLive(ticket)) return std::nullopt;
+  Ticket& t = tickets_[ticket];
+  if (t.chain.empty() || static_cast<std::int64_t>(prompt.size()) != t.prompt_tokens) {
+    return std::nullopt;
+  }
+  const std::int64_t bs = options_.block_size;
+  // What the worker holds of the prompt: per the index, or the pieces it computed (their KV
+  // events may not have arrived yet).
+  const std::int64_t indexed =
+      t.prompt_tokens - routing::UncachedTokensOn(index_, t.chain, t.prompt_tokens, bs, t.slot);
+  const std::int64_t done = std::max(indexed, t.piece_end);
+  // A piece carries token ids only: it ends before the first image position.
+  std::int64_t cut_limit = -1;
+  for (std::size_t i = 0; i < prompt.size(); ++i) {
+    if (prompt[i] < 0) {
+      cut_limit = static_cast<std::int64_t>(i);
+      break;
+    }
+  }
+  const std::optional<std::int64_t> end =
+      routing::NextPieceEnd(options_.prefill_pieces, t.prompt_tokens, done, static_cast<int>(bs),
+                            table_.states()[t.slot].PrefillSecondsPerToken(
+                                options_.prefill_pieces.prior_prefill_seconds_per_token),
+                            hold_.held(t.slot) > 0, cut_limit);
+  if (!end.has_value()) return std::nullopt;
+  t.piece_uncached = std::min(t.uncached_tokens, *end - done);
+  t.piece_end = *end;
+  t.piece_started = Seconds();
+  return end;
+}
+
+async::Task<absl::StatusOr<bool>> PrefixRouter::RunPrefillPiece(
+    int ticket, std::span<const std::int32_t> prompt, std::uint64_t kv_hash_root,
+    std::shared_ptr<WorkerEntry> worker, async::Executor* executor, CallCanceller* canceller,
+    std::chrono::system_clock::time_point deadline) {
+  std::optional<std::int64_t> end;
+  {
+    absl::MutexLock lock(&mu_);
+    end = NextPieceLocked(ticket, prompt);
+  }
+  if (!end.has_value() || worker == nullptr) co_return false;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(deadline);
+  CallCanceller::Scope scope(canceller, &ctx);
+  v1::PrefillRequest call;
+  *call.mutable_version() = rpc::CurrentVersion();
+  call.set_request_id(absl::StrCat(warm_up_id_prefix_, "piece-", ++warm_ups_sent_));
+  call.mutable_prompt_token_ids()->Add(prompt.begin(), prompt.begin() + *end);
+  call.mutable_sampling()->set_kv_hash_root(kv_hash_root);
+  call.set_warm_up(true);
+  v1::PrefillResponse response;
+  const grpc::Status status = co_await CallUnary(executor, [&](auto done) {
+    worker->stub().async()->Prefill(&ctx, &call, &response, std::move(done));
+  });
+  PieceDone(ticket, status.ok() ? &response : nullptr);
+  if (status.ok()) co_return true;
+  if (canceller->cancelled()) co_return canceller->reason();
+  co_return false;
+}
+
+void PrefixRouter::PieceDone(int ticket, const v1::PrefillResponse* response) {
+  absl::MutexLock lock(&mu_);
+  if (!TicketLive(ticket)) return;
+  Ticket& t = tickets_[ticket];
+  // Without an answer the prefill stays out: the whole rest goes next, accounted as dispatched.
+  if (response == nullptr) return;
+  const double now = Seconds();
+  const std::int64_t computed =
+      std::max<std::int64_t>(0, t.piece_end - response->cached_prompt_tokens());
+  const double started = std::max(t.piece_started, info_[t.slot].last_prefill_end);
+  info_[t.slot].last_prefill_end = now;
+  const std::int64_t rest = std::max<std::int64_t>(0, t.uncached_tokens - t.piece_uncached);
+  WakeLocked(routing::ApplyPieceDone(static_cast<routing::PrefillQueue::Ticket>(ticket), t.slot,
+                                     t.piece_uncached, computed, std::max(0.0, now - started), rest,
+                                     now, options_.prefill_pieces.prior_prefill_seconds_per_token,
+                                     &table_, &hold_));
+  t.uncached_tokens = rest;
+  t.piece_uncached = 0;
+  PublishHeld();
+  if (options_.metrics != nullptr) options_.metrics->prefill_pieces->Increment();
 }
 
 void PrefixRouter::DecodeFinished(int ticket) {

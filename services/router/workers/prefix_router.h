@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "dispatch/call_canceller.h"
 #include "tandem/routing/kv_index.h"
 #include "tandem/routing/policy.h"
+#include "tandem/routing/prefill_pieces.h"
 #include "tandem/routing/prefill_queue.h"
 #include "tandem/routing/warm_up.h"
 #include "tandem/routing/worker_slots.h"
@@ -53,6 +55,10 @@ class PrefixRouter {
     // Late binding (routing::PickHeldMove, docs/routing.md rule 10): a prefill worker that falls
     // idle takes over a prefill held for a busy one.
     bool held_moves = true;
+    // Prefills in pieces (routing::NextPieceEnd, docs/routing.md rule 11): a long prompt's
+    // leading part goes to its worker as a piece of its own and the rest waits in the hold queue
+    // again, so a shorter prefill may pass it. piece_seconds 0: whole prompts.
+    routing::PrefillPieceOptions prefill_pieces;
     const RouterMetrics* metrics = nullptr;  // optional: the hold queue's gauge and histogram
     SteadyNow now = [] { return std::chrono::steady_clock::now(); };
   };
@@ -86,8 +92,10 @@ class PrefixRouter {
     // Accounting handles: pass them to the lease hooks below.
     int prefill_ticket = -1;
     int decode_ticket = -1;
-    // The prefill must wait for its turn (AwaitPrefillTurn) before it starts.
+    // The prefill must wait for its turn (PrefillTurn) before it starts.
     bool held = false;
+    // Its prompt may go in pieces (RunPrefillPiece) once its turn has come.
+    bool may_cut = false;
     // A warm-up to send now (Prefill with warm_up set) to this idle prefill worker: the prompt's
     // first warm_up_tokens tokens. Its end, however it ends, goes to PrefillFinished with
     // warm_up_ticket (that also learns the worker's speed from it).
@@ -112,6 +120,15 @@ class PrefixRouter {
   // (the prefill then leaves the queue). Resumes on `executor`.
   async::Task<absl::StatusOr<std::optional<WorkerLease::Moved>>> PrefillTurn(
       int ticket, async::Executor* executor, CallCanceller* canceller,
+      std::chrono::system_clock::time_point deadline);
+  // Rule 11: once the prefill `ticket` has its turn on `worker`, sends the leading piece of its
+  // prompt there when one is due (a warm-up of that prefix) and waits for it. True when a piece
+  // ran: the rest is held again, so wait for the turn again (PrefillTurn); false when the rest
+  // goes in one prefill, also after a piece failed (the prefill itself then meets whatever the
+  // worker's state is). The canceller's reason when the request gave up.
+  async::Task<absl::StatusOr<bool>> RunPrefillPiece(
+      int ticket, std::span<const std::int32_t> prompt, std::uint64_t kv_hash_root,
+      std::shared_ptr<WorkerEntry> worker, async::Executor* executor, CallCanceller* canceller,
       std::chrono::system_clock::time_point deadline);
   bool PrefillHeld(int ticket);
   void DecodeFinished(int ticket);
@@ -156,6 +173,12 @@ class PrefixRouter {
     std::shared_ptr<WorkerEntry> moved_to;
     double moved_at = -1;
     std::int64_t moved_cached_tokens = 0;
+    bool hold_observed = false;  // its wait in the hold queue went to the histogram
+    // Its pieces (rule 11): where the last one sent ends (prompt tokens on its current worker),
+    // when it was sent and its predicted share of the uncached tokens.
+    std::int64_t piece_end = 0;
+    double piece_started = -1;
+    std::int64_t piece_uncached = 0;
   };
 
   explicit PrefixRouter(Options options, std::unique_ptr<routing::Policy> policy);
@@ -172,6 +195,13 @@ class PrefixRouter {
   void SetAvailabilityLocked(routing::WorkerMask available) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `idle` has nothing out or held: it may take over one prefill held for a busy worker.
   void MoveHeldToLocked(routing::WorkerSlot idle, double now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Where the piece the prefill `ticket` should send now ends (prompt tokens), if one is due; it
+  // is then booked as sent.
+  std::optional<std::int64_t> NextPieceLocked(int ticket, std::span<const std::int32_t> prompt)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A piece ended (null: without the worker's answer).
+  void PieceDone(int ticket, const v1::PrefillResponse* response);
+  bool CutsPrefills() const;
   // Wakes the waiting prefills the hold queue let go.
   void WakeLocked(const std::vector<routing::PrefillQueue::Ticket>& released)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -45,24 +45,34 @@ std::pair<const WorkerView*, const WorkerView*> LeastLoadedPair(
 // The start gate of a held prefill: its turn in the hold queue (possibly moved to another prefill
 // worker meanwhile), then a last look at both workers, which may have started draining (or gone)
 // while it waited. Such a request is placed again (ABORTED: nothing was delivered, the dispatch
-// loop re-selects as for a lost worker) rather than sent to a draining worker.
+// loop re-selects as for a lost worker) rather than sent to a draining worker. With pieces (rule
+// 11; `prompt` non-empty), each turn may send the prompt's next piece instead, after which the
+// rest waits for its turn again.
 async::Task<absl::StatusOr<std::optional<WorkerLease::Moved>>> HeldPrefillTurn(
     PrefixRouter* router, WorkerRegistry* registry, int ticket,
     std::shared_ptr<WorkerEntry> prefill, std::shared_ptr<WorkerEntry> decode,
-    async::Executor* executor, CallCanceller* canceller,
-    std::chrono::system_clock::time_point deadline) {
-  absl::StatusOr<std::optional<WorkerLease::Moved>> turn =
-      co_await router->PrefillTurn(ticket, executor, canceller, deadline);
-  if (!turn.ok()) co_return turn;
-  const WorkerEntry* prefill_now = turn->has_value() ? (*turn)->to.get() : prefill.get();
-  const WorkerEntry* decode_now = decode.get();
-  for (const WorkerEntry* worker : {prefill_now, decode_now}) {
-    if (worker != nullptr && !registry->Placeable(*worker)) {
-      co_return absl::AbortedError(absl::StrCat(
-          "worker ", worker->id(), " started draining or left while the prefill was held"));
+    std::vector<std::int32_t> prompt, std::uint64_t kv_hash_root, async::Executor* executor,
+    CallCanceller* canceller, std::chrono::system_clock::time_point deadline) {
+  std::optional<WorkerLease::Moved> moved;
+  for (;;) {
+    absl::StatusOr<std::optional<WorkerLease::Moved>> turn =
+        co_await router->PrefillTurn(ticket, executor, canceller, deadline);
+    if (!turn.ok()) co_return turn.status();
+    if (turn->has_value()) moved = std::move(**turn);
+    const std::shared_ptr<WorkerEntry>& prefill_now = moved.has_value() ? moved->to : prefill;
+    for (const WorkerEntry* worker : {prefill_now.get(), decode.get()}) {
+      if (worker != nullptr && !registry->Placeable(*worker)) {
+        co_return absl::AbortedError(absl::StrCat(
+            "worker ", worker->id(), " started draining or left while the prefill was held"));
+      }
     }
+    if (prompt.empty()) break;
+    absl::StatusOr<bool> piece = co_await router->RunPrefillPiece(
+        ticket, prompt, kv_hash_root, prefill_now, executor, canceller, deadline);
+    if (!piece.ok()) co_return piece.status();
+    if (!*piece) break;
   }
-  co_return turn;
+  co_return moved;
 }
 
 absl::Status NoWorkersError(const std::string& model, std::size_t prefill, std::size_t decode) {
@@ -144,13 +154,16 @@ absl::StatusOr<WorkerPlan> PolicySelector::SelectRooted(const std::string& model
     plan.combined = std::move(first);
     return plan;
   }
-  if (choice->held) {
+  if (choice->held || choice->may_cut) {
+    std::vector<std::int32_t> pieces_of;
+    if (choice->may_cut) pieces_of.assign(prompt.begin(), prompt.end());
     first->SetStartGate([router, registry = registry_, ticket = choice->prefill_ticket,
-                         prefill = choice->prefill, decode = choice->decode](
-                            async::Executor* executor, CallCanceller* canceller,
-                            std::chrono::system_clock::time_point deadline) {
-      return HeldPrefillTurn(router, registry, ticket, prefill, decode, executor, canceller,
-                             deadline);
+                         prefill = choice->prefill, decode = choice->decode,
+                         prompt = std::move(pieces_of),
+                         kv_hash_root](async::Executor* executor, CallCanceller* canceller,
+                                       std::chrono::system_clock::time_point deadline) {
+      return HeldPrefillTurn(router, registry, ticket, prefill, decode, prompt, kv_hash_root,
+                             executor, canceller, deadline);
     });
   }
   plan.prefill = std::move(first);

@@ -66,6 +66,7 @@ struct WorkerScript {
   int hang_after = -1;
   std::chrono::milliseconds token_delay{0};
   std::chrono::milliseconds prefill_delay{0};  // how long each Prefill takes
+  std::chrono::microseconds prefill_delay_per_token{0};  // ... plus this per prompt token
   int refuse_first_generates = 0;  // the first N Generate calls answer RESOURCE_EXHAUSTED
   // The first N Generate calls answer DEADLINE_EXCEEDED at once: the worker's own time bound (a
   // KV handoff that never arrived within its lease), long before the request's deadline.
@@ -173,6 +174,17 @@ class FakeWorker final : public v1::Worker::Service {
     absl::MutexLock lock(&mu_);
     return max_concurrent_prefills_;
   }
+  // Each Prefill served, in arrival order: its request id, prompt length and whether it was a
+  // warm-up (a prefix computed alone).
+  struct PrefillSeen {
+    std::string request_id;
+    int prompt_tokens = 0;
+    bool warm_up = false;
+  };
+  std::vector<PrefillSeen> prefills() const {
+    absl::MutexLock lock(&mu_);
+    return prefills_;
+  }
   v1::PrefillRequest last_prefill() const {
     absl::MutexLock lock(&mu_);
     return last_prefill_;
@@ -205,6 +217,9 @@ class FakeWorker final : public v1::Worker::Service {
     {
       absl::MutexLock lock(&mu_);
       last_prefill_ = *request;
+      prefills_.push_back({.request_id = request->request_id(),
+                           .prompt_tokens = request->prompt_token_ids_size(),
+                           .warm_up = request->warm_up()});
     }
     Record(absl::StrCat("Prefill ", request->request_id(), " ", request->kv_target().handoff_id()));
     {
@@ -212,6 +227,10 @@ class FakeWorker final : public v1::Worker::Service {
       max_concurrent_prefills_ = std::max(max_concurrent_prefills_, ++concurrent_prefills_);
     }
     if (script_.prefill_delay.count() > 0) std::this_thread::sleep_for(script_.prefill_delay);
+    if (script_.prefill_delay_per_token.count() > 0) {
+      std::this_thread::sleep_for(script_.prefill_delay_per_token *
+                                  request->prompt_token_ids_size());
+    }
     {
       absl::MutexLock lock(&mu_);
       --concurrent_prefills_;
@@ -348,6 +367,7 @@ class FakeWorker final : public v1::Worker::Service {
   v1::GenerateRequest last_generate_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> cancelled_generates_ ABSL_GUARDED_BY(mu_);
   v1::PrefillRequest last_prefill_ ABSL_GUARDED_BY(mu_);
+  std::vector<PrefillSeen> prefills_ ABSL_GUARDED_BY(mu_);
   std::atomic<int> cancels_{0};
 };
 

@@ -66,5 +66,53 @@ TEST_F(PrefillHoldDispatchTest, BaselinePoliciesAreNotHeld) {
   ExpectNothingInFlight();
 }
 
+// Pieces (docs/routing.md rule 11): a long prompt goes to its worker as a leading piece (a
+// warm-up of that prefix) and its rest waits in the hold queue again, so a short request that
+// came during the piece is computed before the rest. Without pieces the short one waits for the
+// whole long prompt. The fake worker takes 100 us per prompt token (the router's prior is 125):
+// a 0.2 s piece is 1,600 tokens before a speed is learnt; after it, 2,000, and the rest (about
+// 1,900) is under two pieces, so it goes whole.
+TEST_F(PrefillHoldDispatchTest, AShortPromptPassesTheRestOfALongOneCutInPieces) {
+  for (double piece_seconds : {0.2, 0.0}) {
+    SCOPED_TRACE(piece_seconds > 0 ? "pieces" : "whole prompts");
+    StartRouter([&](RouterConfig* c) { c->prefill_piece_seconds = piece_seconds; });
+    FakeWorker* prefill = AddWorker(
+        "p1", v1::WORKER_ROLE_PREFILL,
+        {.first_token = Ids("A")[0], .prefill_delay_per_token = std::chrono::microseconds(100)});
+    AddWorker("d1", v1::WORKER_ROLE_DECODE, {.tokens = Ids("BC")});
+    const std::string long_prompt(3500, 'x');
+    std::thread long_client([&] {
+      RawResponse r = Post("/v1/completions", {{"prompt", long_prompt}, {"max_tokens", 2}});
+      EXPECT_EQ(r.status, 200) << r.body;
+    });
+    // The short one is sent while the long one's first prefill call (a piece, or all of it)
+    // runs: 160 or 350 ms.
+    EXPECT_TRUE(prefill->WaitForCall("Prefill", std::chrono::milliseconds(10000)));
+    RawResponse short_answer = Post("/v1/completions", {{"prompt", "short"}, {"max_tokens", 2}});
+    EXPECT_EQ(short_answer.status, 200) << short_answer.body;
+    long_client.join();
+
+    const std::vector<FakeWorker::PrefillSeen> seen = prefill->prefills();
+    std::vector<int> lengths;
+    for (const FakeWorker::PrefillSeen& p : seen) lengths.push_back(p.prompt_tokens);
+    const int long_tokens = 3501;  // BOS + one token per byte
+    const int short_tokens = 6;
+    if (piece_seconds > 0) {
+      ASSERT_EQ(seen.size(), 3u);
+      EXPECT_TRUE(seen[0].warm_up);
+      EXPECT_EQ(seen[0].prompt_tokens, 1600);
+      EXPECT_FALSE(seen[1].warm_up);
+      EXPECT_EQ(lengths, std::vector<int>({1600, short_tokens, long_tokens}));
+      EXPECT_EQ(Metric("tandem_router_prefill_pieces_total"), 1.0);
+    } else {
+      EXPECT_EQ(lengths, std::vector<int>({long_tokens, short_tokens}));
+      EXPECT_EQ(Metric("tandem_router_prefill_pieces_total"), 0.0);
+    }
+    EXPECT_EQ(prefill->max_concurrent_prefills(), 1);
+    ExpectNothingInFlight();
+    if (piece_seconds > 0) TearDown();  // the next round starts a router of its own
+  }
+}
+
 }  // namespace
 }  // namespace tandem::router::testing

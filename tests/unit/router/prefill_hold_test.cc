@@ -49,12 +49,14 @@ std::vector<std::int32_t> Prompt(int n, int seed) { return std::vector<std::int3
 
 class PrefillHoldTest : public ::testing::Test {
  protected:
-  void Start(const std::string& policy, int depth = 1, bool held_moves = true) {
+  void Start(const std::string& policy, int depth = 1, bool held_moves = true,
+             double piece_seconds = 0) {
     auto router = PrefixRouter::Create({.block_size = 16,
                                         .policy = policy,
                                         .prefill_hold_depth = depth,
                                         .prefill_hold_aging = 0.1,
-                                        .held_moves = held_moves});
+                                        .held_moves = held_moves,
+                                        .prefill_pieces = {.piece_seconds = piece_seconds}});
     ASSERT_TRUE(router.ok()) << router.status();
     router_ = std::move(*router);
     for (const auto& e : {p1_, p2_, d_}) ASSERT_TRUE(router_->OnRegistered(e->info()).ok());
@@ -233,6 +235,41 @@ TEST_F(PrefillHoldTest, OnlyAnIdleWorkerTakesAHeldPrefillOver) {
   absl::StatusOr<std::optional<WorkerLease::Moved>> turn = AwaitTurn(waiting, &canceller_);
   ASSERT_TRUE(turn.ok()) << turn.status();
   EXPECT_FALSE(turn->has_value());
+}
+
+// Pieces (rule 11) only under the tandem policy behind its hold queue, between prefill-only
+// workers; a piece whose call fails leaves the prefill out on its worker, to go whole.
+TEST_F(PrefillHoldTest, APieceThatFailsLeavesThePrefillOutToGoWhole) {
+  for (const char* policy : {"round-robin", "dynamo-cost"}) {
+    Start(policy, 1, true, /*piece_seconds=*/0.1);
+    EXPECT_FALSE(Choose(Prompt(4000, 1), one_prefill_).may_cut) << policy;
+  }
+  Start("tandem", /*depth=*/0, true, 0.1);
+  EXPECT_FALSE(Choose(Prompt(4000, 1), one_prefill_).may_cut);
+  Start("tandem", 1, true, /*piece_seconds=*/0);
+  EXPECT_FALSE(Choose(Prompt(4000, 1), one_prefill_).may_cut);
+  auto c = UnconnectedWorker("c", v1::WORKER_ROLE_COMBINED);
+  Start("tandem", 1, true, 0.1);
+  ASSERT_TRUE(router_->OnRegistered(c->info()).ok());
+  EXPECT_FALSE(Choose(Prompt(4000, 1), PrefixRouter::Candidates{.prefill = {{c}}}).may_cut);
+
+  const std::vector<std::int32_t> prompt = Prompt(4000, 2);
+  const PrefixRouter::Choice long_one = Choose(prompt, one_prefill_);
+  ASSERT_TRUE(long_one.may_cut);
+  ASSERT_FALSE(long_one.held);
+  ASSERT_TRUE(Await(long_one, &canceller_).ok());
+  // p1 does not answer (its port is closed): no piece ran.
+  absl::StatusOr<bool> piece = async::BlockOn(
+      &executor_, router_->RunPrefillPiece(long_one.prefill_ticket, prompt, 0, p1_, &executor_,
+                                           &canceller_, SystemClock::now() + milliseconds(5000)));
+  ASSERT_TRUE(piece.ok()) << piece.status();
+  EXPECT_FALSE(*piece);
+  // Still out on p1: the next prefill for it waits.
+  const PrefixRouter::Choice next = Choose(Prompt(32, 3), one_prefill_);
+  EXPECT_TRUE(next.held);
+  v1::PrefillResponse answer;
+  router_->PrefillFinished(long_one.prefill_ticket, &answer);
+  EXPECT_FALSE(router_->PrefillHeld(next.prefill_ticket));
 }
 
 // The lease of a moved prefill follows it: the dispatcher calls the new worker, whose load counts

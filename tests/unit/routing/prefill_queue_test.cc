@@ -65,6 +65,32 @@ TEST(PrefillQueueTest, AgingBoundsHowLongALongPrefillWaits) {
   EXPECT_EQ(q.Done(2), Tickets({3}));
 }
 
+TEST(PrefillQueueTest, APieceDoneLetsAShorterHeldPrefillPassTheRestOfItsPrompt) {
+  PrefillQueue q(PrefillQueue::Options{.depth = 1, .aging = 0.1});
+  ASSERT_TRUE(q.Enqueue(1, 0, /*predicted_seconds=*/3, /*now=*/0, /*tokens=*/3000));
+  EXPECT_FALSE(q.Enqueue(2, 0, 0.2, 0.3, 200));  // priority 0.23
+  // Its first piece done, 2.5 s are left: priority 2.5 + 0.1 x 0 (its own enqueue time).
+  EXPECT_EQ(q.Requeue(1, 2.5, 2500), Tickets({2}));
+  EXPECT_TRUE(q.IsHeld(1));
+  EXPECT_EQ(q.out(0), 1);
+  EXPECT_EQ(q.out_tokens(0), 200);
+  EXPECT_EQ(q.tokens(1), 2500);
+  EXPECT_EQ(q.Done(2), Tickets({1}));
+  // Nothing held: the rest goes on at once.
+  EXPECT_EQ(q.Requeue(1, 2, 2000), Tickets({1}));
+  EXPECT_EQ(q.out(0), 1);
+  EXPECT_EQ(q.out_tokens(0), 2000);
+  // Its time in the queue counts: a newcomer later by more than its extra length goes after it.
+  EXPECT_FALSE(q.Enqueue(3, 0, 0.5, /*now=*/20));    // 0.5 + 2 = 2.5
+  EXPECT_EQ(q.Requeue(1, 1.5, 1500), Tickets({1}));  // 1.5 + 0
+  // A held ticket or an unknown one is not out: nothing changes.
+  EXPECT_EQ(q.Requeue(3, 0, 0), Tickets());
+  EXPECT_EQ(q.Requeue(9, 0, 0), Tickets());
+  EXPECT_EQ(q.out(0), 1);
+  EXPECT_EQ(q.held(0), 1);
+  EXPECT_EQ(q.Done(1), Tickets({3}));
+}
+
 TEST(PrefillQueueTest, AHeldPrefillThatGivesUpFreesNoPlace) {
   PrefillQueue q(PrefillQueue::Options{.depth = 1});
   ASSERT_TRUE(q.Enqueue(1, 0, 1, 0));

@@ -133,6 +133,7 @@ Trace LongLongShort() {
 TEST(SimulatorTest, TandemsHoldQueueLetsAShortPromptPassALongOne) {
   const Trace trace = LongLongShort();
   SimConfig config = TinyCluster();
+  config.pieces.piece_seconds = 0;  // whole prompts: the queue alone (pieces: below)
   // FIFO (what the baselines get, and tandem without the queue): A 4.1, B 8.0 (starts at 4, lands
   // at 8.1), C 8.21 (starts at 8, lands at 8.41).
   config.prefill_hold_depth = 0;
@@ -147,6 +148,52 @@ TEST(SimulatorTest, TandemsHoldQueueLetsAShortPromptPassALongOne) {
   EXPECT_NEAR(r.ttft_p99, 8.4, kEps);
   // The floor: each prompt alone on an idle worker with an infinite cache (4.1, 4.1, 0.41).
   EXPECT_NEAR(r.ttft_p90_floor, 4.1, kEps);
+}
+
+// Pieces (docs/routing.md rule 11). A (40 tokens, 4 s) starts alone on the one prefill worker, C
+// (4 tokens) arrives 0.2 s later. Pieces of 1 s are 2 blocks (8 tokens), and only a rest over two
+// pieces is cut: A runs [0, 8) first, then C passes its rest (C's priority 0.4 + 0.1 x 0.2 against
+// the rest's 3.2 + 0.1 x 0), then A goes on from its cached pieces: [8, 16), [16, 24), and the
+// last 16 tokens whole.
+TEST(SimulatorTest, TandemCutsALongPromptSoAShortOnePassesItsRest) {
+  const Trace trace = Read(
+      R"({"timestamp": 0, "input_length": 40, "output_length": 1, "hash_ids": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]})"
+      "\n"
+      R"({"timestamp": 200, "input_length": 4, "output_length": 1, "hash_ids": [21]})"
+      "\n");
+  SimConfig config = TinyCluster();
+  std::vector<RequestRecord> records;
+  config.per_request = &records;
+  const auto ttft_of = [&](std::int64_t prompt_tokens) {
+    for (const RequestRecord& r : records) {
+      if (r.prompt_tokens == prompt_tokens) return r.ttft;
+    }
+    ADD_FAILURE() << "no request of " << prompt_tokens << " tokens";
+    return -1.0;
+  };
+  // Whole prompts: C waits for all of A (starts at 4, lands at 4.41).
+  config.pieces.piece_seconds = 0;
+  SimResult r = Replay(trace, config, "tandem");
+  EXPECT_NEAR(ttft_of(40), 4.1, kEps);
+  EXPECT_NEAR(ttft_of(4), 4.21, kEps);
+  records.clear();
+  config.pieces.piece_seconds = 1.0;
+  r = Replay(trace, config, "tandem");
+  // C starts as A's first piece ends (0.8), lands at 1.21.
+  EXPECT_NEAR(ttft_of(4), 1.01, kEps);
+  // A: 0.8 + C's 0.4 + three pieces' 0.8 + 0.8 + 1.6, then 10 blocks' transfer.
+  EXPECT_NEAR(ttft_of(40), 4.5, kEps);
+  // What A's pieces left in the cache is its own work, not a hit.
+  EXPECT_NEAR(r.hit_rate, 0.0, kEps);
+  for (const RequestRecord& record : records) {
+    EXPECT_EQ(record.computed_tokens, record.prompt_tokens);
+  }
+  EXPECT_NEAR(records.back().wait, 0.0, kEps);  // A started at once; its pieces are not a wait
+  // The baselines never cut, behind the same queue or not.
+  records.clear();
+  config.hold_every_policy = true;
+  Replay(trace, config, "round-robin");
+  EXPECT_NEAR(ttft_of(4), 4.21, kEps);
 }
 
 TEST(SimulatorTest, TheSameHoldQueueInFrontOfABaseline) {
@@ -242,6 +289,7 @@ TEST(SimulatorTest, TandemMovesAHeldPrefillToAWorkerThatFellIdle) {
                                         line(1100, 220, long_b), line(2000, 12, "1, 2, 3")));
   SimConfig config = TinyCluster();
   config.prefill_workers = 2;
+  config.pieces.piece_seconds = 0;  // whole prompts: the moves alone
   // The policy's prior and fixed part are the simulated worker's: every prediction is exact.
   config.prefill_overhead_seconds = 0.02;
   routing::TandemOptions options;

@@ -60,6 +60,12 @@ class PrefillQueue {
   // or finish rather than wait for completions that will never come).
   std::vector<Ticket> ReleaseAll(WorkerSlot worker);
 
+  // A prefill that is out ran one piece of its prompt (docs/routing.md, rule 11): its place is
+  // freed and it is held again for the same worker with the rest (`predicted_seconds`, `tokens`),
+  // keeping its time in the queue, so a shorter held prefill may go first. The tickets released
+  // (it may be one of them: then it goes on at once). Nothing for a ticket that is not out.
+  std::vector<Ticket> Requeue(Ticket ticket, double predicted_seconds, std::int64_t tokens);
+
   bool IsHeld(Ticket ticket) const;
   // The tickets held for `worker`, in release order.
   std::vector<Ticket> HeldFor(WorkerSlot worker) const;

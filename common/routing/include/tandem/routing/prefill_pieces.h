@@ -1,0 +1,59 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "tandem/routing/policy.h"
+#include "tandem/routing/prefill_queue.h"
+#include "tandem/routing/types.h"
+#include "tandem/routing/worker_state.h"
+
+namespace tandem::routing {
+
+// Prefills in pieces (docs/routing.md, rule 11). A prefill worker runs one prompt at a time (the
+// engine gives a running prompt's next chunk its step budget before it admits a waiting one), so
+// a short prompt sent to a worker just after a long one waits for all of it: a conversation's
+// next turn behind another conversation's long first message. The router instead sends a long
+// prompt's leading part as a piece of its own (a warm-up of that prefix: the worker computes it
+// and keeps its KV), then holds the rest in the hold queue again with the time it has already
+// waited, so a shorter prefill that came meanwhile goes first; the rest then computes from the
+// cached pieces. Shortest remaining work first, at piece granularity.
+//
+// Only while nothing else is held for the worker when a piece would start: behind a queue every
+// held prefill waits anyway and the shortest goes first already, so pieces would only add a
+// per-prefill overhead each and make the longest prompts wait longer (rag under overload lost
+// 0.4-2 s of p90 that way). Only a rest longer than `min_pieces` pieces is cut, so what is cut
+// off is never a small tail.
+struct PrefillPieceOptions {
+  double piece_seconds = 0.5;  // compute per piece at the worker's learnt speed; 0: whole prompts
+  double min_pieces = 2;
+  double prior_prefill_seconds_per_token = TandemOptions{}.prior_prefill_seconds_per_token;
+};
+
+// Where the piece a worker should compute now ends, in prompt tokens (a whole number of blocks
+// past `done_tokens`, what it holds of the prompt), or nullopt: the rest goes in one prefill.
+// `others_held`: other prefills are held for the same worker. `cut_limit_tokens`: no piece ends
+// past it (the first image position: a piece carries token ids only); < 0: none.
+std::optional<std::int64_t> NextPieceEnd(const PrefillPieceOptions& options,
+                                         std::int64_t prompt_tokens, std::int64_t done_tokens,
+                                         int block_size, double seconds_per_token, bool others_held,
+                                         std::int64_t cut_limit_tokens);
+
+// Books a piece that ended on `worker`: its predicted share of the prefill's uncached tokens
+// (`piece_uncached`) leaves the worker's queued work with a speed sample (`computed_tokens` in
+// `compute_seconds`; 0 seconds: none) while the prefill stays in flight there, and the prefill is
+// held again with `rest_uncached` tokens, predicted at the worker's learnt speed. The tickets the
+// hold queue releases (the prefill's own when nothing held goes first).
+std::vector<PrefillQueue::Ticket> ApplyPieceDone(PrefillQueue::Ticket ticket, WorkerSlot worker,
+                                                 std::int64_t piece_uncached,
+                                                 std::int64_t computed_tokens,
+                                                 double compute_seconds, std::int64_t rest_uncached,
+                                                 double now_seconds, double prior_seconds_per_token,
+                                                 WorkerTable* table, PrefillQueue* queue);
+
+// Pieces belong to tandem's policy, behind its hold queue.
+inline bool PolicyCutsPrefills(absl::string_view policy_name) { return policy_name == "tandem"; }
+
+}  // namespace tandem::routing

@@ -1,0 +1,78 @@
+#include "tandem/routing/prefill_pieces.h"
+
+#include "gtest/gtest.h"
+
+namespace tandem::routing {
+namespace {
+
+// 1 ms per token and 0.1 s pieces: 100 tokens, 6 blocks of 16 (96 tokens) per piece.
+constexpr double kSecondsPerToken = 0.001;
+constexpr int kBlock = 16;
+
+TEST(PrefillPiecesTest, OnlyARestLongerThanTwoPiecesIsCutAtABlockBoundary) {
+  const PrefillPieceOptions options{.piece_seconds = 0.1, .min_pieces = 2};
+  EXPECT_EQ(NextPieceEnd(options, 1000, 0, kBlock, kSecondsPerToken, false, -1), 96);
+  // From what the worker holds of the prompt, rounded down to a whole block.
+  EXPECT_EQ(NextPieceEnd(options, 1000, 96, kBlock, kSecondsPerToken, false, -1), 192);
+  EXPECT_EQ(NextPieceEnd(options, 1000, 100, kBlock, kSecondsPerToken, false, -1), 192);
+  // A rest of two pieces or less goes whole (1000 - 816 = 184 <= 192).
+  EXPECT_EQ(NextPieceEnd(options, 1000, 816, kBlock, kSecondsPerToken, false, -1), std::nullopt);
+  EXPECT_EQ(NextPieceEnd(options, 192, 0, kBlock, kSecondsPerToken, false, -1), std::nullopt);
+  EXPECT_EQ(NextPieceEnd(options, 193, 0, kBlock, kSecondsPerToken, false, -1), 96);
+  // A faster worker gets longer pieces: the same seconds.
+  EXPECT_EQ(NextPieceEnd(options, 10000, 0, kBlock, kSecondsPerToken / 10, false, -1), 992);
+  // At least one block, however slow the worker.
+  EXPECT_EQ(NextPieceEnd(options, 1000, 0, kBlock, 1.0, false, -1), 16);
+}
+
+TEST(PrefillPiecesTest, NothingIsCutWhileOtherPrefillsWaitForTheWorkerOrWhenOff) {
+  const PrefillPieceOptions options{.piece_seconds = 0.1, .min_pieces = 2};
+  EXPECT_EQ(NextPieceEnd(options, 1000, 0, kBlock, kSecondsPerToken, /*others_held=*/true, -1),
+            std::nullopt);
+  EXPECT_EQ(NextPieceEnd({.piece_seconds = 0}, 1000, 0, kBlock, kSecondsPerToken, false, -1),
+            std::nullopt);
+  EXPECT_EQ(NextPieceEnd(options, 1000, 0, kBlock, /*seconds_per_token=*/0, false, -1),
+            std::nullopt);
+}
+
+TEST(PrefillPiecesTest, APieceEndsBeforeTheFirstImagePosition) {
+  const PrefillPieceOptions options{.piece_seconds = 0.1, .min_pieces = 2};
+  EXPECT_EQ(NextPieceEnd(options, 1000, 0, kBlock, kSecondsPerToken, false, 70), 64);
+  EXPECT_EQ(NextPieceEnd(options, 1000, 0, kBlock, kSecondsPerToken, false, 500), 96);
+  // Nothing whole before it: no piece.
+  EXPECT_EQ(NextPieceEnd(options, 1000, 0, kBlock, kSecondsPerToken, false, 10), std::nullopt);
+  EXPECT_EQ(NextPieceEnd(options, 1000, 64, kBlock, kSecondsPerToken, false, 70), std::nullopt);
+}
+
+TEST(PrefillPiecesTest, APieceDoneIsASpeedSampleAndTheRestIsHeldAgainInFlight) {
+  WorkerTable table;
+  ASSERT_TRUE(table.Add(0, Role::kPrefill).ok());
+  PrefillQueue queue(PrefillQueue::Options{.depth = 1, .aging = 0.1});
+  table.OnPrefillDispatched(0, 1000, 70, /*now=*/0);
+  ASSERT_TRUE(queue.Enqueue(1, 0, 1.0, 0, 1000));
+  table.OnPrefillDispatched(0, 50, 4, 0.05);
+  ASSERT_FALSE(queue.Enqueue(2, 0, 0.05, 0.05, 50));
+  // The first 96 tokens took 0.192 s: 2 ms per token.
+  const std::vector<PrefillQueue::Ticket> released =
+      ApplyPieceDone(1, 0, 96, 96, 0.192, 904, /*now=*/0.2, 0.001, &table, &queue);
+  EXPECT_EQ(released, std::vector<PrefillQueue::Ticket>({2}));  // 0.05 + 0.005 before 1.808
+  const WorkerState& s = table.states()[0];
+  EXPECT_EQ(s.in_flight, 2);
+  EXPECT_EQ(s.queued_prefill_tokens, 954);
+  EXPECT_EQ(s.active_blocks, 74);
+  EXPECT_DOUBLE_EQ(s.prefill_seconds_per_token, 0.002);
+  EXPECT_DOUBLE_EQ(s.prefill_head_started_seconds, 0.2);
+  EXPECT_TRUE(queue.IsHeld(1));
+  EXPECT_EQ(queue.tokens(1), 904);
+  EXPECT_EQ(queue.Done(2), std::vector<PrefillQueue::Ticket>({1}));
+}
+
+TEST(PrefillPiecesTest, OnlyTheTandemPolicyCuts) {
+  EXPECT_TRUE(PolicyCutsPrefills("tandem"));
+  for (const char* baseline : {"round-robin", "least-load", "sglang-cache-aware", "dynamo-cost"}) {
+    EXPECT_FALSE(PolicyCutsPrefills(baseline)) << baseline;
+  }
+}
+
+}  // namespace
+}  // namespace tandem::routing
