@@ -161,11 +161,15 @@ async::Task<absl::StatusOr<GenerationOutcome>> Dispatcher::RunDisaggregated(
     }
   }
   if (state->prefill_lease != nullptr) state->prefill_lease->PrefillDone(prefilled);
+  // The worker counts what the request's own pieces computed (rule 11) as cached; its usage
+  // counts only what it found there.
+  const std::int64_t cached_prompt_tokens = std::max<std::int64_t>(
+      0, prefilled.cached_prompt_tokens() - state->prefill_lease->own_piece_tokens());
   if (options_.metrics != nullptr) {
     options_.metrics->kv_handoff_bytes->Increment(static_cast<double>(prefilled.kv_bytes()));
     options_.metrics->kv_handoff_seconds->Observe(prefilled.kv_transfer_us() / 1e6);
   }
-  state->sink->OnPromptCached(prefilled.cached_prompt_tokens());
+  state->sink->OnPromptCached(cached_prompt_tokens);
   const std::int32_t first = prefilled.first_token_id();
   (void)co_await state->Deliver(std::span<const std::int32_t>(&first, 1));
 
@@ -185,7 +189,7 @@ async::Task<absl::StatusOr<GenerationOutcome>> Dispatcher::RunDisaggregated(
   absl::StatusOr<GenerationOutcome> outcome =
       co_await StreamGenerate(decode, call, request, canceller, state);
   if (!outcome.ok()) co_return outcome;
-  outcome->usage.set_cached_prompt_tokens(prefilled.cached_prompt_tokens());
+  outcome->usage.set_cached_prompt_tokens(cached_prompt_tokens);
   co_return outcome;
 }
 

@@ -720,7 +720,7 @@ std::optional<std::int64_t> PrefixRouter::NextPieceLocked(int ticket,
   return end;
 }
 
-async::Task<absl::StatusOr<bool>> PrefixRouter::RunPrefillPiece(
+async::Task<absl::StatusOr<std::optional<std::int64_t>>> PrefixRouter::RunPrefillPiece(
     int ticket, std::span<const std::int32_t> prompt, std::uint64_t kv_hash_root,
     std::shared_ptr<WorkerEntry> worker, async::Executor* executor, CallCanceller* canceller,
     std::chrono::system_clock::time_point deadline) {
@@ -729,7 +729,7 @@ async::Task<absl::StatusOr<bool>> PrefixRouter::RunPrefillPiece(
     absl::MutexLock lock(&mu_);
     end = NextPieceLocked(ticket, prompt);
   }
-  if (!end.has_value() || worker == nullptr) co_return false;
+  if (!end.has_value() || worker == nullptr) co_return std::nullopt;
   grpc::ClientContext ctx;
   ctx.set_deadline(deadline);
   CallCanceller::Scope scope(canceller, &ctx);
@@ -744,9 +744,11 @@ async::Task<absl::StatusOr<bool>> PrefixRouter::RunPrefillPiece(
     worker->stub().async()->Prefill(&ctx, &call, &response, std::move(done));
   });
   PieceDone(ticket, status.ok() ? &response : nullptr);
-  if (status.ok()) co_return true;
+  if (status.ok()) {
+    co_return std::max<std::int64_t>(0, *end - response.cached_prompt_tokens());
+  }
   if (canceller->cancelled()) co_return canceller->reason();
-  co_return false;
+  co_return std::nullopt;
 }
 
 void PrefixRouter::PieceDone(int ticket, const v1::PrefillResponse* response) {

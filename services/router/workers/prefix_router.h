@@ -122,11 +122,12 @@ class PrefixRouter {
       int ticket, async::Executor* executor, CallCanceller* canceller,
       std::chrono::system_clock::time_point deadline);
   // Rule 11: once the prefill `ticket` has its turn on `worker`, sends the leading piece of its
-  // prompt there when one is due (a warm-up of that prefix) and waits for it. True when a piece
-  // ran: the rest is held again, so wait for the turn again (PrefillTurn); false when the rest
-  // goes in one prefill, also after a piece failed (the prefill itself then meets whatever the
-  // worker's state is). The canceller's reason when the request gave up.
-  async::Task<absl::StatusOr<bool>> RunPrefillPiece(
+  // prompt there when one is due (a warm-up of that prefix) and waits for it. The prompt tokens
+  // the piece computed when one ran: the rest is held again, so wait for the turn again
+  // (PrefillTurn). Nothing when the rest goes in one prefill, also after a piece failed (the
+  // prefill itself then meets whatever the worker's state is). The canceller's reason when the
+  // request gave up.
+  async::Task<absl::StatusOr<std::optional<std::int64_t>>> RunPrefillPiece(
       int ticket, std::span<const std::int32_t> prompt, std::uint64_t kv_hash_root,
       std::shared_ptr<WorkerEntry> worker, async::Executor* executor, CallCanceller* canceller,
       std::chrono::system_clock::time_point deadline);

@@ -60,17 +60,19 @@ void WorkerLease::PrefillDone(const v1::PrefillResponse& response) {
 async::Task<absl::Status> WorkerLease::Start(async::Executor* executor, CallCanceller* canceller,
                                              std::chrono::system_clock::time_point deadline) {
   if (!start_gate_) co_return absl::OkStatus();
-  absl::StatusOr<std::optional<Moved>> turn = co_await start_gate_(executor, canceller, deadline);
-  if (!turn.ok()) co_return turn.status();
-  if (turn->has_value() && (*turn)->to != nullptr && (*turn)->to != entry_) {
+  absl::StatusOr<Started> started = co_await start_gate_(executor, canceller, deadline);
+  if (!started.ok()) co_return started.status();
+  own_piece_tokens_ = started->own_piece_tokens;
+  std::optional<Moved>& turn = started->moved;
+  if (turn.has_value() && turn->to != nullptr && turn->to != entry_) {
     // Counted on the new worker before the old one lets go: the load never reads low on both.
-    std::shared_ptr<WorkerEntry> to = std::move((*turn)->to);
+    std::shared_ptr<WorkerEntry> to = std::move(turn->to);
     registry_->CountIn(*to);
     CallCanceller* watched = std::exchange(watched_, nullptr);
     registry_->Release(*entry_, watched);
     entry_ = std::move(to);
     if (watched != nullptr) Watch(watched);
-    moved_cached_tokens_ = (*turn)->predicted_cached_tokens;
+    moved_cached_tokens_ = turn->predicted_cached_tokens;
   }
   co_return absl::OkStatus();
 }

@@ -114,12 +114,20 @@ class WorkerLease {
     std::shared_ptr<WorkerEntry> to;
     std::int64_t predicted_cached_tokens = 0;
   };
-  using StartGate = std::function<async::Task<absl::StatusOr<std::optional<Moved>>>(
+  // What the gate let through: where the prefill goes (moved or not) and how many prompt tokens
+  // its own pieces (PrefixRouter's rule 11) left cached on that worker, which the worker counts
+  // as cached and the request's usage must not.
+  struct Started {
+    std::optional<Moved> moved;
+    std::int64_t own_piece_tokens = 0;
+  };
+  using StartGate = std::function<async::Task<absl::StatusOr<Started>>(
       async::Executor*, CallCanceller*, std::chrono::system_clock::time_point)>;
   void SetStartGate(StartGate gate) { start_gate_ = std::move(gate); }
   async::Task<absl::Status> Start(async::Executor* executor, CallCanceller* canceller,
                                   std::chrono::system_clock::time_point deadline);
   std::optional<std::int64_t> moved_cached_tokens() const { return moved_cached_tokens_; }
+  std::int64_t own_piece_tokens() const { return own_piece_tokens_; }
 
  private:
   WorkerRegistry* registry_;
@@ -129,6 +137,7 @@ class WorkerLease {
   std::function<void()> release_hook_;
   StartGate start_gate_;
   std::optional<std::int64_t> moved_cached_tokens_;
+  std::int64_t own_piece_tokens_ = 0;
 };
 
 // A healthy candidate and its load: router in-flight plus the last reported running + waiting.

@@ -48,18 +48,22 @@ std::pair<const WorkerView*, const WorkerView*> LeastLoadedPair(
 // loop re-selects as for a lost worker) rather than sent to a draining worker. With pieces (rule
 // 11; `prompt` non-empty), each turn may send the prompt's next piece instead, after which the
 // rest waits for its turn again.
-async::Task<absl::StatusOr<std::optional<WorkerLease::Moved>>> HeldPrefillTurn(
+async::Task<absl::StatusOr<WorkerLease::Started>> HeldPrefillTurn(
     PrefixRouter* router, WorkerRegistry* registry, int ticket,
     std::shared_ptr<WorkerEntry> prefill, std::shared_ptr<WorkerEntry> decode,
     std::vector<std::int32_t> prompt, std::uint64_t kv_hash_root, async::Executor* executor,
     CallCanceller* canceller, std::chrono::system_clock::time_point deadline) {
-  std::optional<WorkerLease::Moved> moved;
+  WorkerLease::Started started;
   for (;;) {
     absl::StatusOr<std::optional<WorkerLease::Moved>> turn =
         co_await router->PrefillTurn(ticket, executor, canceller, deadline);
     if (!turn.ok()) co_return turn.status();
-    if (turn->has_value()) moved = std::move(**turn);
-    const std::shared_ptr<WorkerEntry>& prefill_now = moved.has_value() ? moved->to : prefill;
+    if (turn->has_value()) {
+      started.moved = std::move(**turn);
+      started.own_piece_tokens = 0;  // its pieces so far are cached where it was
+    }
+    const std::shared_ptr<WorkerEntry>& prefill_now =
+        started.moved.has_value() ? started.moved->to : prefill;
     for (const WorkerEntry* worker : {prefill_now.get(), decode.get()}) {
       if (worker != nullptr && !registry->Placeable(*worker)) {
         co_return absl::AbortedError(absl::StrCat(
@@ -67,12 +71,13 @@ async::Task<absl::StatusOr<std::optional<WorkerLease::Moved>>> HeldPrefillTurn(
       }
     }
     if (prompt.empty()) break;
-    absl::StatusOr<bool> piece = co_await router->RunPrefillPiece(
+    absl::StatusOr<std::optional<std::int64_t>> piece = co_await router->RunPrefillPiece(
         ticket, prompt, kv_hash_root, prefill_now, executor, canceller, deadline);
     if (!piece.ok()) co_return piece.status();
-    if (!*piece) break;
+    if (!piece->has_value()) break;
+    started.own_piece_tokens += **piece;
   }
-  co_return moved;
+  co_return started;
 }
 
 absl::Status NoWorkersError(const std::string& model, std::size_t prefill, std::size_t decode) {

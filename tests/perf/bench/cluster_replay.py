@@ -154,7 +154,8 @@ def run_policy(args, policy: str) -> Path:
         # The router's own counters of the run (tandem's warm-ups), kept with its requests.
         counters = router_counters(cluster.http, ("tandem_router_prefill_warm_ups_total",
                                                   "tandem_router_prefill_warm_ups_failed_total",
-                                                  "tandem_router_prefill_held_moves_total"))
+                                                  "tandem_router_prefill_held_moves_total",
+                                                  "tandem_router_prefill_pieces_total"))
         data = json.loads(out.read_text())
         data["router_counters"] = counters
         print(json.dumps({"policy": policy, "router_counters": counters}))

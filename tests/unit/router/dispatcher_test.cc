@@ -139,11 +139,12 @@ TEST_F(DispatcherTest, AHeldPrefillMovedWhileItWaitedIsSentToItsNewWorker) {
   }
   plan.decode = registry_.Acquire(registry_.Healthy("fake-model", v1::WORKER_ROLE_DECODE)[0].entry);
   ASSERT_NE(plan.prefill, nullptr);
-  plan.prefill->SetStartGate(
-      [to](async::Executor*, CallCanceller*, std::chrono::system_clock::time_point)
-          -> async::Task<absl::StatusOr<std::optional<WorkerLease::Moved>>> {
-        co_return WorkerLease::Moved{.to = to, .predicted_cached_tokens = 0};
-      });
+  plan.prefill->SetStartGate([to](async::Executor*, CallCanceller*,
+                                  std::chrono::system_clock::time_point)
+                                 -> async::Task<absl::StatusOr<WorkerLease::Started>> {
+    co_return WorkerLease::Started{.moved =
+                                       WorkerLease::Moved{.to = to, .predicted_cached_tokens = 0}};
+  });
   CallCanceller canceller;
   CollectingSink sink;
   auto outcome = async::BlockOn(&executor_, dispatcher_.Run(Request(3), plan, &canceller, &sink));

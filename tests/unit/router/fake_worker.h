@@ -67,6 +67,9 @@ struct WorkerScript {
   std::chrono::milliseconds token_delay{0};
   std::chrono::milliseconds prefill_delay{0};  // how long each Prefill takes
   std::chrono::microseconds prefill_delay_per_token{0};  // ... plus this per prompt token
+  // Prefill reports as cached the longest earlier prompt (Prefill or warm-up) that starts this
+  // one, as a prefix cache would, instead of cached_prompt_tokens.
+  bool prefix_cache = false;
   int refuse_first_generates = 0;  // the first N Generate calls answer RESOURCE_EXHAUSTED
   // The first N Generate calls answer DEADLINE_EXCEEDED at once: the worker's own time bound (a
   // KV handoff that never arrived within its lease), long before the request's deadline.
@@ -240,7 +243,8 @@ class FakeWorker final : public v1::Worker::Service {
       return AskForImageRows(context);
     }
     response->set_first_token_id(script_.first_token);
-    response->set_cached_prompt_tokens(script_.cached_prompt_tokens);
+    response->set_cached_prompt_tokens(script_.prefix_cache ? CachedPrefix(*request)
+                                                            : script_.cached_prompt_tokens);
     response->set_handoff_id(request->kv_target().handoff_id());
     response->set_kv_bytes(script_.kv_bytes);
     response->set_kv_transfer_us(250);
@@ -337,6 +341,21 @@ class FakeWorker final : public v1::Worker::Service {
     absl::MutexLock lock(&mu_);
     calls_.push_back(std::move(call));
   }
+  // The longest earlier prompt that is a prefix of this one (this one remembered after).
+  std::uint32_t CachedPrefix(const v1::PrefillRequest& request) {
+    const std::vector<std::int32_t> prompt(request.prompt_token_ids().begin(),
+                                           request.prompt_token_ids().end());
+    absl::MutexLock lock(&mu_);
+    std::size_t longest = 0;
+    for (const std::vector<std::int32_t>& seen : cached_prompts_) {
+      if (seen.size() <= prompt.size() && seen.size() > longest &&
+          std::equal(seen.begin(), seen.end(), prompt.begin())) {
+        longest = seen.size();
+      }
+    }
+    cached_prompts_.push_back(prompt);
+    return static_cast<std::uint32_t>(longest);
+  }
   bool Killed() {
     absl::MutexLock lock(&mu_);
     return killed_;
@@ -368,6 +387,7 @@ class FakeWorker final : public v1::Worker::Service {
   std::vector<std::string> cancelled_generates_ ABSL_GUARDED_BY(mu_);
   v1::PrefillRequest last_prefill_ ABSL_GUARDED_BY(mu_);
   std::vector<PrefillSeen> prefills_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::vector<std::int32_t>> cached_prompts_ ABSL_GUARDED_BY(mu_);
   std::atomic<int> cancels_{0};
 };
 

@@ -71,19 +71,23 @@ TEST_F(PrefillHoldDispatchTest, BaselinePoliciesAreNotHeld) {
 // came during the piece is computed before the rest. Without pieces the short one waits for the
 // whole long prompt. The fake worker takes 100 us per prompt token (the router's prior is 125):
 // a 0.2 s piece is 1,600 tokens before a speed is learnt; after it, 2,000, and the rest (about
-// 1,900) is under two pieces, so it goes whole.
+// 1,900) is under two pieces, so it goes whole. The worker reports its pieces as cached when the
+// rest comes; the request's usage does not count them.
 TEST_F(PrefillHoldDispatchTest, AShortPromptPassesTheRestOfALongOneCutInPieces) {
   for (double piece_seconds : {0.2, 0.0}) {
     SCOPED_TRACE(piece_seconds > 0 ? "pieces" : "whole prompts");
     StartRouter([&](RouterConfig* c) { c->prefill_piece_seconds = piece_seconds; });
-    FakeWorker* prefill = AddWorker(
-        "p1", v1::WORKER_ROLE_PREFILL,
-        {.first_token = Ids("A")[0], .prefill_delay_per_token = std::chrono::microseconds(100)});
+    FakeWorker* prefill = AddWorker("p1", v1::WORKER_ROLE_PREFILL,
+                                    {.first_token = Ids("A")[0],
+                                     .prefill_delay_per_token = std::chrono::microseconds(100),
+                                     .prefix_cache = true});
     AddWorker("d1", v1::WORKER_ROLE_DECODE, {.tokens = Ids("BC")});
     const std::string long_prompt(3500, 'x');
     std::thread long_client([&] {
       RawResponse r = Post("/v1/completions", {{"prompt", long_prompt}, {"max_tokens", 2}});
       EXPECT_EQ(r.status, 200) << r.body;
+      const json body = json::parse(r.body, nullptr, /*allow_exceptions=*/false);
+      EXPECT_EQ(body["usage"]["prompt_tokens_details"]["cached_tokens"], 0) << r.body;
     });
     // The short one is sent while the long one's first prefill call (a piece, or all of it)
     // runs: 160 or 350 ms.

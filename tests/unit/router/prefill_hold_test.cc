@@ -259,11 +259,11 @@ TEST_F(PrefillHoldTest, APieceThatFailsLeavesThePrefillOutToGoWhole) {
   ASSERT_FALSE(long_one.held);
   ASSERT_TRUE(Await(long_one, &canceller_).ok());
   // p1 does not answer (its port is closed): no piece ran.
-  absl::StatusOr<bool> piece = async::BlockOn(
+  absl::StatusOr<std::optional<std::int64_t>> piece = async::BlockOn(
       &executor_, router_->RunPrefillPiece(long_one.prefill_ticket, prompt, 0, p1_, &executor_,
                                            &canceller_, SystemClock::now() + milliseconds(5000)));
   ASSERT_TRUE(piece.ok()) << piece.status();
-  EXPECT_FALSE(*piece);
+  EXPECT_FALSE(piece->has_value());
   // Still out on p1: the next prefill for it waits.
   const PrefixRouter::Choice next = Choose(Prompt(32, 3), one_prefill_);
   EXPECT_TRUE(next.held);
@@ -283,10 +283,12 @@ TEST(WorkerLeaseTest, AMovedPrefillsLeaseFollowsItToItsNewWorker) {
   {
     std::unique_ptr<WorkerLease> lease = registry.Acquire(from);
     lease->Watch(&canceller);
-    lease->SetStartGate([to](async::Executor*, CallCanceller*, SystemClock::time_point)
-                            -> async::Task<absl::StatusOr<std::optional<WorkerLease::Moved>>> {
-      co_return WorkerLease::Moved{.to = to, .predicted_cached_tokens = 32};
-    });
+    lease->SetStartGate(
+        [to](async::Executor*, CallCanceller*,
+             SystemClock::time_point) -> async::Task<absl::StatusOr<WorkerLease::Started>> {
+          co_return WorkerLease::Started{
+              .moved = WorkerLease::Moved{.to = to, .predicted_cached_tokens = 32}};
+        });
     EXPECT_EQ(from->router_in_flight(), 1);
     const absl::Status started =
         async::BlockOn(&executor, lease->Start(&executor, &canceller, SystemClock::now()));
