@@ -24,6 +24,7 @@ std::string ToJson(const SimResult& r) {
   j["warm_ups"] = r.warm_ups;
   j["warm_up_tokens"] = r.warm_up_tokens;
   j["held_moves"] = r.held_moves;
+  j["prefill_pieces"] = r.prefill_pieces;
   return j.dump();
 }
 

@@ -418,6 +418,7 @@ class Simulation {
   // A piece is done: the rest of the prompt is held again (keeping its time in the queue), and
   // whatever is held first for this worker runs next.
   void FinishPiece(WorkerSlot p, int id, RequestState& r) {
+    ++prefill_pieces_;
     const std::int64_t piece_uncached = std::min(r.predicted_uncached, r.computed_tokens);
     const std::int64_t rest = r.predicted_uncached - piece_uncached;
     SendReleased(routing::ApplyPieceDone(static_cast<routing::PrefillQueue::Ticket>(id), p,
@@ -509,6 +510,7 @@ class Simulation {
     out.simulated_seconds = last_completion_;
     out.index_gaps = index_gaps_;
     out.held_moves = held_moves_;
+    out.prefill_pieces = prefill_pieces_;
     out.warm_ups = warm_ups_.planned();
     out.warm_up_tokens = warm_up_tokens_;
     return out;
@@ -525,6 +527,7 @@ class Simulation {
   bool moves_held_ = false;
   bool cuts_prefills_ = false;
   std::int64_t held_moves_ = 0;
+  std::int64_t prefill_pieces_ = 0;
   routing::WorkerTable table_;
   std::vector<PrefillWorker> prefill_;
   std::vector<DecodeWorker> decode_;

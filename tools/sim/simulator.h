@@ -85,6 +85,7 @@ struct SimResult {
   std::int64_t warm_ups = 0;     // prefixes computed alone on idle workers (tandem only)
   std::int64_t warm_up_tokens = 0;  // what they computed (not in hit_rate's prompt tokens)
   std::int64_t held_moves = 0;      // held prefills taken over by idle workers (tandem only)
+  std::int64_t prefill_pieces = 0;  // leading pieces computed before their rests (tandem only)
 };
 
 // InvalidArgument for an impossible cluster; errors from the policy stop the run.

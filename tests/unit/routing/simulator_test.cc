@@ -183,6 +183,7 @@ TEST(SimulatorTest, TandemCutsALongPromptSoAShortOnePassesItsRest) {
   EXPECT_NEAR(ttft_of(4), 1.01, kEps);
   // A: 0.8 + C's 0.4 + three pieces' 0.8 + 0.8 + 1.6, then 10 blocks' transfer.
   EXPECT_NEAR(ttft_of(40), 4.5, kEps);
+  EXPECT_EQ(r.prefill_pieces, 3);
   // What A's pieces left in the cache is its own work, not a hit.
   EXPECT_NEAR(r.hit_rate, 0.0, kEps);
   for (const RequestRecord& record : records) {
