@@ -42,13 +42,13 @@ std::pair<const WorkerView*, const WorkerView*> LeastLoadedPair(
   return {nullptr, nullptr};
 }
 
-// The start gate of a held prefill: its turn in the hold queue (possibly moved to another prefill
-// worker meanwhile), then a last look at both workers, which may have started draining (or gone)
-// while it waited. Such a request is placed again (ABORTED: nothing was delivered, the dispatch
-// loop re-selects as for a lost worker) rather than sent to a draining worker. With pieces (rule
-// 11; `prompt` non-empty), each turn may send the prompt's next piece instead, after which the
-// rest waits for its turn again.
-async::Task<absl::StatusOr<WorkerLease::Started>> HeldPrefillTurn(
+// The start gate of a prefill in the hold queue (held, or one whose prompt may go in pieces): its
+// turn (possibly moved to another prefill worker meanwhile), then a last look at both workers,
+// which may have started draining (or gone) while it waited. Such a request is placed again
+// (ABORTED: nothing was delivered, the dispatch loop re-selects as for a lost worker) rather than
+// sent to a draining worker. With pieces (rule 11; `prompt` non-empty), each turn may send the
+// prompt's next piece instead, after which the rest waits for its turn again.
+async::Task<absl::StatusOr<WorkerLease::Started>> PrefillStartGate(
     PrefixRouter* router, WorkerRegistry* registry, int ticket,
     std::shared_ptr<WorkerEntry> prefill, std::shared_ptr<WorkerEntry> decode,
     std::vector<std::int32_t> prompt, std::uint64_t kv_hash_root, async::Executor* executor,
@@ -167,8 +167,8 @@ absl::StatusOr<WorkerPlan> PolicySelector::SelectRooted(const std::string& model
                          prompt = std::move(pieces_of),
                          kv_hash_root](async::Executor* executor, CallCanceller* canceller,
                                        std::chrono::system_clock::time_point deadline) {
-      return HeldPrefillTurn(router, registry, ticket, prefill, decode, prompt, kv_hash_root,
-                             executor, canceller, deadline);
+      return PrefillStartGate(router, registry, ticket, prefill, decode, prompt, kv_hash_root,
+                              executor, canceller, deadline);
     });
   }
   plan.prefill = std::move(first);
