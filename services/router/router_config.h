@@ -34,10 +34,8 @@ struct RouterConfig {
   int prefill_hold_depth = 1;         // tandem policy: prefills out per prefill worker; 0: no hold
   double prefill_hold_aging = 0.1;    // seconds of priority a held prefill gains per second
   int prefill_batch_tokens = -1;      // held prefills fitting this go out together; -1: worker's
-  bool held_moves = true;
-  double prefill_piece_seconds =
-      0.5;  // tandem policy: long prompts go in pieces of this (0: off)             // tandem
-            // policy: idle prefill workers take held prefills over
+  bool held_moves = true;             // tandem policy: idle prefill workers take held prefills over
+  double prefill_piece_seconds = 0.5;  // tandem policy: long prompts go in pieces of this (0: off)
   bool warm_ups = true;               // tandem policy: hot prefixes copied to idle prefill workers
   int http_io_threads = 4;
   // Threads of the event loop that runs every generation (they never block; 0: one per core).

@@ -413,8 +413,6 @@ class Simulation {
     }
   }
 
-  // A piece is done: the rest of the prompt goes back to the hold queue, keeping its arrival for
-  // the aging, and whatever is held first for this worker runs next.
   // A piece is done: the rest of the prompt is held again (keeping its time in the queue), and
   // whatever is held first for this worker runs next.
   void FinishPiece(WorkerSlot p, int id, RequestState& r) {

@@ -499,6 +499,17 @@ absl::StatusOr<PrefixRouter::Choice> PrefixRouter::Choose(std::span<const std::i
   return choice;
 }
 
+v1::PrefillRequest PrefixRouter::WarmUpRequest(std::span<const std::int32_t> prefix,
+                                               std::uint64_t kv_hash_root, absl::string_view kind) {
+  v1::PrefillRequest request;
+  *request.mutable_version() = rpc::CurrentVersion();
+  request.set_request_id(absl::StrCat(warm_up_id_prefix_, kind, ++warm_ups_sent_));
+  request.mutable_prompt_token_ids()->Add(prefix.begin(), prefix.end());
+  request.mutable_sampling()->set_kv_hash_root(kv_hash_root);
+  request.set_warm_up(true);
+  return request;
+}
+
 void PrefixRouter::SendWarmUp(const Choice& choice, std::span<const std::int32_t> prompt,
                               std::uint64_t kv_hash_root) {
   if (choice.warm_up == nullptr) return;
@@ -515,13 +526,9 @@ void PrefixRouter::SendWarmUp(const Choice& choice, std::span<const std::int32_t
   };
   auto call = std::make_shared<Call>();
   call->ctx.set_deadline(std::chrono::system_clock::now() + kWarmUpDeadline);
-  *call->request.mutable_version() = rpc::CurrentVersion();
-  call->request.set_request_id(absl::StrCat(warm_up_id_prefix_, ++warm_ups_sent_));
   const std::size_t tokens = std::min(
       prompt.size(), static_cast<std::size_t>(std::max<std::int64_t>(0, choice.warm_up_tokens)));
-  call->request.mutable_prompt_token_ids()->Add(prompt.begin(), prompt.begin() + tokens);
-  call->request.mutable_sampling()->set_kv_hash_root(kv_hash_root);
-  call->request.set_warm_up(true);
+  call->request = WarmUpRequest(prompt.first(tokens), kv_hash_root, "");
   call->worker = choice.warm_up;
   call->link = link_;
   call->ticket = choice.warm_up_ticket;
@@ -733,33 +740,26 @@ async::Task<absl::StatusOr<std::optional<std::int64_t>>> PrefixRouter::RunPrefil
   grpc::ClientContext ctx;
   ctx.set_deadline(deadline);
   CallCanceller::Scope scope(canceller, &ctx);
-  v1::PrefillRequest call;
-  *call.mutable_version() = rpc::CurrentVersion();
-  call.set_request_id(absl::StrCat(warm_up_id_prefix_, "piece-", ++warm_ups_sent_));
-  call.mutable_prompt_token_ids()->Add(prompt.begin(), prompt.begin() + *end);
-  call.mutable_sampling()->set_kv_hash_root(kv_hash_root);
-  call.set_warm_up(true);
+  const v1::PrefillRequest call =
+      WarmUpRequest(prompt.first(static_cast<std::size_t>(*end)), kv_hash_root, "piece-");
   v1::PrefillResponse response;
   const grpc::Status status = co_await CallUnary(executor, [&](auto done) {
     worker->stub().async()->Prefill(&ctx, &call, &response, std::move(done));
   });
-  PieceDone(ticket, status.ok() ? &response : nullptr);
-  if (status.ok()) {
-    co_return std::max<std::int64_t>(0, *end - response.cached_prompt_tokens());
-  }
+  if (status.ok()) co_return PieceDone(ticket, *end, response);
+  // Without an answer the prefill stays out: the whole rest goes next, accounted as dispatched.
   if (canceller->cancelled()) co_return canceller->reason();
   co_return std::nullopt;
 }
 
-void PrefixRouter::PieceDone(int ticket, const v1::PrefillResponse* response) {
-  absl::MutexLock lock(&mu_);
-  if (!TicketLive(ticket)) return;
-  Ticket& t = tickets_[ticket];
-  // Without an answer the prefill stays out: the whole rest goes next, accounted as dispatched.
-  if (response == nullptr) return;
-  const double now = Seconds();
+std::int64_t PrefixRouter::PieceDone(int ticket, std::int64_t piece_end,
+                                     const v1::PrefillResponse& response) {
   const std::int64_t computed =
-      std::max<std::int64_t>(0, t.piece_end - response->cached_prompt_tokens());
+      std::max<std::int64_t>(0, piece_end - response.cached_prompt_tokens());
+  absl::MutexLock lock(&mu_);
+  if (!TicketLive(ticket)) return computed;
+  Ticket& t = tickets_[ticket];
+  const double now = Seconds();
   const double started = std::max(t.piece_started, info_[t.slot].last_prefill_end);
   info_[t.slot].last_prefill_end = now;
   const std::int64_t rest = std::max<std::int64_t>(0, t.uncached_tokens - t.piece_uncached);
@@ -771,6 +771,7 @@ void PrefixRouter::PieceDone(int ticket, const v1::PrefillResponse* response) {
   t.piece_uncached = 0;
   PublishHeld();
   if (options_.metrics != nullptr) options_.metrics->prefill_pieces->Increment();
+  return computed;
 }
 
 void PrefixRouter::DecodeFinished(int ticket) {

@@ -13,6 +13,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "async/event.h"
 #include "async/task.h"
@@ -200,8 +201,12 @@ class PrefixRouter {
   // is then booked as sent.
   std::optional<std::int64_t> NextPieceLocked(int ticket, std::span<const std::int32_t> prompt)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A piece ended (null: without the worker's answer).
-  void PieceDone(int ticket, const v1::PrefillResponse* response);
+  // A piece ending at `piece_end` was answered: its accounting, and what it computed.
+  std::int64_t PieceDone(int ticket, std::int64_t piece_end, const v1::PrefillResponse& response);
+  // A warm-up (rule 9) or a piece (rule 11; `kind` "piece-") of `prefix`: a Prefill with
+  // warm_up set, under an id unique to this router.
+  v1::PrefillRequest WarmUpRequest(std::span<const std::int32_t> prefix, std::uint64_t kv_hash_root,
+                                   absl::string_view kind);
   bool CutsPrefills() const;
   // Wakes the waiting prefills the hold queue let go.
   void WakeLocked(const std::vector<routing::PrefillQueue::Ticket>& released)
