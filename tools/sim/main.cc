@@ -31,6 +31,7 @@ constexpr char kUsage[] =
     "                  [--warm-up-decay-s X]\n"
     "                  [--tandem own_work_weight=X|cache_stickiness=X|history_stickiness=X|\n"
     "                            shared_prefix_seconds=X|full_stickiness_reused_share=X|\n"
+    "                            branch_stickiness_floor=X|\n"
     "                            displaced_history_stickiness=X|idle_wait_weight=X|\n"
     "                            idle_wait_fan_out=X|idle_wait_fan_out_offset=X|\n"
     "                            displaced_history_idle_scale=X|\n"
@@ -46,7 +47,9 @@ constexpr char kUsage[] =
     "                  [--held-moves 0|1] [--held-move-weight X]  (tandem: idle workers take\n"
     "                                                             held prefills over)\n"
     "                  [--per-request PREFIX]  (PREFIX.POLICY.tsv: arrival, prompt, computed,\n"
-    "                                           wait, TTFT, prefill worker per request)\n"
+    "                                           wait, TTFT, prefill worker, its leading run\n"
+    "                                           on that worker and on the best one at\n"
+    "                                           arrival, per request)\n"
     "                  [--prefill-overhead-s X] [--prefill-s-per-token X]\n"
     "                  [--kv-transfer-s-per-block X] [--decode-base-s X] [--decode-per-seq-s X]\n"
     "                  [--decode-per-block-s X]   (cost model, seconds; defaults in simulator.h)\n"
@@ -73,6 +76,8 @@ bool SetTandemOption(absl::string_view assignment, tandem::routing::TandemOption
   else if (kv[0] == "history_stickiness") o->history_stickiness = v;
   else if (kv[0] == "full_stickiness_reused_share") o->full_stickiness_reused_share = v;
   else if (kv[0] == "idle_wait_weight") o->idle_wait_weight = v;
+  else if (kv[0] == "branch_stickiness_floor")
+    o->branch_stickiness_floor = v;
   else if (kv[0] == "idle_wait_fan_out") o->idle_wait_fan_out = v;
   else if (kv[0] == "idle_wait_fan_out_offset") o->idle_wait_fan_out_offset = v;
   else if (kv[0] == "displaced_history_idle_scale")
@@ -214,7 +219,8 @@ bool WriteRecords(const std::string& path, const std::vector<tandem::sim::Reques
   std::ofstream out(path);
   for (const tandem::sim::RequestRecord& r : records) {
     out << r.arrival << '\t' << r.prompt_tokens << '\t' << r.computed_tokens << '\t' << r.wait
-        << '\t' << r.ttft << '\t' << r.prefill_worker << '\n';
+        << '\t' << r.ttft << '\t' << r.prefill_worker << '\t' << r.chosen_cached_blocks << '\t'
+        << r.best_cached_blocks << '\n';
   }
   if (!out) std::cerr << "tandem-sim: cannot write " << path << "\n";
   return static_cast<bool>(out);

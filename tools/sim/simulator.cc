@@ -40,6 +40,8 @@ struct RequestState {
   double started = -1;              // when its prefill first started on a worker
   std::int64_t total_computed = 0;  // over its pieces
   bool piece = false;               // what runs now is a piece, not the rest of the prompt
+  std::int64_t chosen_cached_blocks = 0;  // RequestRecord's, at arrival
+  std::int64_t best_cached_blocks = 0;
 };
 
 // A warm-up (routing::WarmUpPlanner) as its worker runs it: a prefix computed alone.
@@ -216,6 +218,12 @@ class Simulation {
     r.decode = decision->decode;
     r.blocks = static_cast<std::int64_t>(t.chain.size());
     r.predicted_uncached = t.input_length - decision->predicted_cached_tokens;
+    if (config_.per_request != nullptr) {
+      r.chosen_cached_blocks = prefill_[r.prefill].cache.LeadingRun(t.chain);
+      for (const PrefillWorker& w : prefill_) {
+        r.best_cached_blocks = std::max(r.best_cached_blocks, w.cache.LeadingRun(t.chain));
+      }
+    }
     r.decode_blocks = (t.input_length + t.output_length + config_.block_size - 1) / config_.block_size;
     const std::optional<routing::WarmUp> warm_up = warm_ups_.Plan(
         t.chain, r.prefill,
@@ -399,7 +407,9 @@ class Simulation {
                                                    .computed_tokens = r.total_computed,
                                                    .wait = r.started - r.arrival,
                                                    .ttft = landed - r.arrival,
-                                                   .prefill_worker = p});
+                                                   .prefill_worker = p,
+                                                   .chosen_cached_blocks = r.chosen_cached_blocks,
+                                                   .best_cached_blocks = r.best_cached_blocks});
     }
     r.last_token = landed;
     Push(landed, EventType::kKvLanded, id);

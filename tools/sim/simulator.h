@@ -27,6 +27,10 @@ struct RequestRecord {
   double wait = 0;                   // arrival to the start of its prefill (router + worker queue)
   double ttft = 0;
   int prefill_worker = -1;
+  // At arrival, by the workers' caches: the blocks of the prompt's leading run the chosen worker
+  // held, and the most any prefill worker held (hits given up by the choice, or lost later).
+  std::int64_t chosen_cached_blocks = 0;
+  std::int64_t best_cached_blocks = 0;
 };
 
 struct SimConfig {

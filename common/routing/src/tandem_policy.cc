@@ -127,11 +127,13 @@ class TandemPolicy final : public Policy {
 
   // 1 while no prefill worker is idle (a copy's compute would delay others) or while at least
   // full_stickiness_reused_share of the pool's evictions are asked for again; below that share, in
-  // proportion to it (a copy displaces little that anyone asks for again).
+  // proportion to it (a copy displaces little that anyone asks for again), never under
+  // branch_stickiness_floor (a copy is still a miss).
   double BranchStickinessScale() const {
     if (!(options_.full_stickiness_reused_share > 0)) return 1;
     if (!pool_idle_) return 1;
-    return std::min(1.0, reused_share_ / options_.full_stickiness_reused_share);
+    return std::max(options_.branch_stickiness_floor,
+                    std::min(1.0, reused_share_ / options_.full_stickiness_reused_share));
   }
 
   // Lost over evicted blocks, decayed (0 before any eviction). A block lost must have been

@@ -130,12 +130,13 @@ TEST_F(TandemPolicyTest, APrefixManyRequestsShareIsReplicatedWhereAHistoryIsNot)
 }
 
 TEST_F(TandemPolicyTest, ABranchPointIsCopiedToAnIdleWorkerWhileTheCachesLoseNothingReused) {
-  // Worker 1 holds a 400-block prefix (0.8 s of compute) and is 1.02 s behind; worker 0 is idle.
-  // For the request alone the idle worker is faster (0.82 s against 1.04 s). Nothing evicted has
-  // been asked for again: the copy displaces nothing anyone wants, so it is made.
+  // Worker 1 holds a 400-block prefix (0.8 s of compute) and is 3.02 s behind; worker 0 is idle.
+  // For the request alone the idle worker is faster (0.82 s against 3.04 s). Nothing evicted has
+  // been asked for again: the copy displaces nothing anyone wants, so cache_stickiness is charged
+  // at its floor only (0.1 x 20 x 0.8 s = 1.6 s, under the 2.22 s the copy saves): it is made.
   Build(2, 0);
   Cache(1, Chain(1, 400));
-  QueuePrefill(1, 1, /*tokens=*/8000);
+  QueuePrefill(1, 1, /*tokens=*/24000);
   auto policy = MakeTandemPolicy();
   EXPECT_EQ(Route(*policy, Request(PrefixWithTail(9001))).prefill, 0);
   // Evictions nobody asks for again change nothing.
@@ -153,6 +154,26 @@ TEST_F(TandemPolicyTest, ABranchPointIsCopiedToAnIdleWorkerWhileTheCachesLoseNot
   EXPECT_EQ(Route(*busy, Request(PrefixWithTail(9004))).prefill, 1);
 }
 
+TEST_F(TandemPolicyTest, AFreeCopyIsStillChargedAsTheMissItIs) {
+  // The holder 1.02 s behind: the copy would save the request 0.22 s, less than the floor's 1.6 s,
+  // so the prefix stays; with no floor (copies free while the caches lose nothing) it is copied.
+  Build(2, 0);
+  Cache(1, Chain(1, 400));
+  QueuePrefill(1, 1, /*tokens=*/8000);
+  auto policy = MakeTandemPolicy();
+  EXPECT_EQ(Route(*policy, Request(PrefixWithTail(9001))).prefill, 1);
+  TandemOptions no_floor;
+  no_floor.branch_stickiness_floor = 0;
+  auto free_copies = MakeTandemPolicy(no_floor);
+  EXPECT_EQ(Route(*free_copies, Request(PrefixWithTail(9002))).prefill, 0);
+  // The floor is a share of cache_stickiness, divided by the prefix's fan-out like the rest of it:
+  // a prefix many recent requests ended at is still copied (the next test).
+  TandemOptions no_stickiness;
+  no_stickiness.cache_stickiness = 0;
+  auto unsticky = MakeTandemPolicy(no_stickiness);
+  EXPECT_EQ(Route(*unsticky, Request(PrefixWithTail(9003))).prefill, 0);
+}
+
 TEST_F(TandemPolicyTest, AWaitChargeCopiesABranchPointBeforeItsHolderIsSlower) {
   // Worker 1 holds a 400-block prefix (0.8 s of compute) and is 0.5 s behind; worker 0 is idle.
   // For the request alone waiting is faster (about 0.54 s against 0.82 s), so with no charge it
@@ -161,11 +182,14 @@ TEST_F(TandemPolicyTest, AWaitChargeCopiesABranchPointBeforeItsHolderIsSlower) {
   Build(2, 0);
   Cache(1, Chain(1, 400));
   QueuePrefill(1, 1, /*tokens=*/4000);
+  // Copies free (no floor under rule 4b's scale): the charge alone decides.
   TandemOptions uncharged;
+  uncharged.branch_stickiness_floor = 0;
   uncharged.idle_wait_weight = 0;
   auto waiting = MakeTandemPolicy(uncharged);
   EXPECT_EQ(Route(*waiting, Request(PrefixWithTail(9001))).prefill, 1);
   TandemOptions charged;
+  charged.branch_stickiness_floor = 0;
   charged.idle_wait_weight = 1.0;
   charged.idle_wait_fan_out = 0;
   auto copying = MakeTandemPolicy(charged);
@@ -191,6 +215,7 @@ TEST_F(TandemPolicyTest, TheWaitChargeScaledByFanOutCopiesOnlyAPrefixOthersShare
   Cache(1, Chain(1, 400));
   QueuePrefill(1, 1, /*tokens=*/4000);
   TandemOptions scaled;
+  scaled.branch_stickiness_floor = 0;
   scaled.idle_wait_weight = 1.0;
   scaled.idle_wait_fan_out = 2.0;
   auto policy = MakeTandemPolicy(scaled);
@@ -198,14 +223,16 @@ TEST_F(TandemPolicyTest, TheWaitChargeScaledByFanOutCopiesOnlyAPrefixOthersShare
   EXPECT_EQ(Route(*policy, Request(PrefixWithTail(9102))).prefill, 1);
   EXPECT_EQ(Route(*policy, Request(PrefixWithTail(9103))).prefill, 1);
   EXPECT_EQ(Route(*policy, Request(PrefixWithTail(9104))).prefill, 0);
-  // The defaults (weight 0.75, F 2, offset 1) do the same here: a prefix one request ended at
-  // waits for its holder; at fan-out 3, 0.54 s + 0.75 x 0.5 s of charged wait exceeds the copy's
-  // 0.82 s.
+  // The defaults (weight 0.75, F 2, offset 1, floor 0.1) copy it later: the charge is (1 - 0.1) x
+  // 0.75 x 0.52 s = 0.35 s from fan-out 3 on, and the floor's stickiness 0.1 x 20 x 0.8 s /
+  // fan-out; 0.54 s + 0.35 s - 1.6 s / fan-out exceeds the copy's 0.82 s from fan-out 23 on, the
+  // 24th request ending its match there.
   auto by_default = MakeTandemPolicy();
-  EXPECT_EQ(Route(*by_default, Request(PrefixWithTail(9201))).prefill, 1);
-  EXPECT_EQ(Route(*by_default, Request(PrefixWithTail(9202))).prefill, 1);
-  EXPECT_EQ(Route(*by_default, Request(PrefixWithTail(9203))).prefill, 1);
-  EXPECT_EQ(Route(*by_default, Request(PrefixWithTail(9204))).prefill, 0);
+  int first_copy = 0;
+  for (int n = 1; n <= 40 && first_copy == 0; ++n) {
+    if (Route(*by_default, Request(PrefixWithTail(9200 + n))).prefill == 0) first_copy = n;
+  }
+  EXPECT_EQ(first_copy, 24);
 }
 
 TEST_F(TandemPolicyTest, ANewPromptAvoidsAFullCacheWhoseEvictionsAreAskedForAgain) {
