@@ -321,11 +321,18 @@ TEST(SimulatorTest, TandemMovesAHeldPrefillToAWorkerThatFellIdle) {
   // Stayed: starts as A ends (1 + 0.02 + 292 x 0.1), 4 tokens to compute, 3 blocks to transfer.
   EXPECT_EQ(of(12).prefill_worker, h);
   EXPECT_NEAR(of(12).ttft, 30.22 + 0.42 + 0.03 - 2, 1e-6);
+  // At its arrival its history's two blocks are on h alone, and h is where it was routed.
+  EXPECT_EQ(of(12).chosen_cached_blocks, 2);
+  EXPECT_EQ(of(12).best_cached_blocks, 2);
+  EXPECT_EQ(of(220).best_cached_blocks, 0);
   const SimResult with = replay(true);
   EXPECT_EQ(with.held_moves, 1);
   // Moved: starts as B ends (1.1 + 0.02 + 22), all 12 tokens to compute.
   EXPECT_EQ(of(12).prefill_worker, 1 - h);
   EXPECT_NEAR(of(12).ttft, 23.12 + 1.22 + 0.03 - 2, 1e-6);
+  // The record keeps what the choice at arrival had: the hit was lost after it, by the move.
+  EXPECT_EQ(of(12).chosen_cached_blocks, 2);
+  EXPECT_EQ(of(12).computed_tokens, 12);
   EXPECT_LT(with.hit_rate, without.hit_rate);  // the history computed again
   // With a weight that makes the 0.8 s recompute outweigh the 7.1 s left, it stays.
   config.held_moves.extra_compute_weight = 10;

@@ -166,8 +166,9 @@ TEST_F(TandemPolicyTest, AFreeCopyIsStillChargedAsTheMissItIs) {
   no_floor.branch_stickiness_floor = 0;
   auto free_copies = MakeTandemPolicy(no_floor);
   EXPECT_EQ(Route(*free_copies, Request(PrefixWithTail(9002))).prefill, 0);
-  // The floor is a share of cache_stickiness, divided by the prefix's fan-out like the rest of it:
-  // a prefix many recent requests ended at is still copied (the next test).
+  // The floor is a share of cache_stickiness (nothing without it), divided by the prefix's
+  // fan-out like the rest of it: a prefix many recent requests ended at is still copied
+  // (TheWaitChargeScaledByFanOutCopiesOnlyAPrefixOthersShare).
   TandemOptions no_stickiness;
   no_stickiness.cache_stickiness = 0;
   auto unsticky = MakeTandemPolicy(no_stickiness);

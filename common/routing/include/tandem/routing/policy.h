@@ -98,11 +98,11 @@ struct TandemOptions {
   // idle worker as soon as that is faster for the request; where they do (small caches, many
   // documents) it stays. 0: always in full. docs/routing.md, "Sensitivity".
   double full_stickiness_reused_share = 0.005;
-  // ... but never under this share of it: a copy is always one request's miss of the whole
-  // prefix, and every copy after the first is a miss nothing in the caches asked for. Without a
-  // floor the hit rate on 512-token-block traces with many shared prompts sat at SGLang's less the
-  // criterion's slack (mix-512-bursty seeds 3 and 6 under it); 0: copies are free while the caches
-  // lose nothing. docs/routing.md, rule 4b and point 23.
+  // ... but never under this share of it: whatever room the caches have, a copy is this
+  // request's miss of the whole prefix. Without a floor the hit rate on 512-token-block traces
+  // with many shared prompts sat at SGLang's less the criterion's slack (mix-512-bursty seeds 3
+  // and 6 under it); 0: copies are free while the caches lose nothing. docs/routing.md, rule 4b
+  // and point 23.
   double branch_stickiness_floor = 0.1;
   // While a copy of a branch point is free (some prefill worker idle, the caches losing nothing
   // asked for again: rule 4b), a request's predicted wait on a busy worker counts this many times
