@@ -40,6 +40,9 @@ struct RequestState {
   double started = -1;              // when its prefill first started on a worker
   std::int64_t total_computed = 0;  // over its pieces
   bool piece = false;               // what runs now is a piece, not the rest of the prompt
+  // Where its last piece on its current worker ended: the next one starts there even if the
+  // worker has evicted part of it since (as PrefixRouter does), so pieces always advance.
+  std::int64_t piece_end = 0;
   std::int64_t chosen_cached_blocks = 0;  // RequestRecord's, at arrival
   std::int64_t best_cached_blocks = 0;
 };
@@ -289,6 +292,7 @@ class Simulation {
                                config_.prefill_seconds_per_token, &table_, &hold_);
     r.prefill = p;
     r.predicted_uncached = move->uncached_tokens;
+    r.piece_end = 0;  // its pieces are on the worker it left
     ++held_moves_;
     if (started) prefill_[p].queue.push_back(id);
   }
@@ -320,14 +324,18 @@ class Simulation {
     std::span<const BlockHash> chain = t.chain;
     r.piece = false;
     if (cuts_prefills_) {
+      // Without the piece's own record a prompt longer than the worker's cache would be cut
+      // again from where its evictions left it, forever.
+      const std::int64_t done =
+          std::max(w.cache.LeadingRun(chain) * config_.block_size, r.piece_end);
       const std::optional<std::int64_t> end = routing::NextPieceEnd(
-          config_.pieces, t.input_length, w.cache.LeadingRun(chain) * config_.block_size,
-          config_.block_size,
+          config_.pieces, t.input_length, done, config_.block_size,
           table_.states()[p].PrefillSecondsPerToken(config_.prefill_seconds_per_token),
           hold_.held(p) > 0, /*cut_limit_tokens=*/-1);
       if (end.has_value()) {
         chain = chain.first(static_cast<std::size_t>(*end / config_.block_size));
         r.piece = true;
+        r.piece_end = *end;
       }
     }
     const std::int64_t run = TakeIntoCache(p, chain, &r.to_store, &r.parent);

@@ -197,6 +197,28 @@ TEST(SimulatorTest, TandemCutsALongPromptSoAShortOnePassesItsRest) {
   EXPECT_NEAR(ttft_of(4), 4.21, kEps);
 }
 
+TEST(SimulatorTest, PiecesOfAPromptLongerThanTheCacheStillAdvance) {
+  // A 10-block prompt on a worker that caches 3 blocks, 2-block pieces (1 s at 0.1 s per token).
+  // The cache keeps a chain's leading blocks, so after the second piece it holds blocks 1-3 and
+  // never more: by the cache alone every later piece would be [12, 20) again, forever. From the
+  // request's own record the pieces end at 8, 16 and 24 tokens, then the rest (16 tokens, not over
+  // two pieces) goes whole: 8 + 8 + 12 (24 less the 3 cached blocks) + 28 (40 less them) = 56
+  // tokens computed, 5.6 s, then 10 blocks' transfer.
+  const Trace trace = Read(
+      R"({"timestamp": 0, "input_length": 40, "output_length": 1, "hash_ids": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]})"
+      "\n");
+  SimConfig config = TinyCluster();
+  config.capacity_blocks = 3;
+  config.pieces.piece_seconds = 1.0;
+  std::vector<RequestRecord> records;
+  config.per_request = &records;
+  const SimResult r = Replay(trace, config, "tandem");
+  EXPECT_EQ(r.prefill_pieces, 3);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].computed_tokens, 56);
+  EXPECT_NEAR(records[0].ttft, 5.7, kEps);
+}
+
 TEST(SimulatorTest, TheSameHoldQueueInFrontOfABaseline) {
   // Round-robin, as published, sends everything at once (FIFO on the worker); behind the hold
   // queue it gets the same order tandem does.
