@@ -181,13 +181,24 @@ TEST_F(DrainTest, WorkersExportTheScalingSignals) {
   EXPECT_NE(prefill.find("tandem_worker_build_info{"), std::string::npos);
   EXPECT_NE(prefill.find("backend=\"cpu-"), std::string::npos) << prefill;
 
-  const std::string decode = testing::HttpGet(decode_.ports[1], "/metrics");
+  // The client has its last event before the decode worker's stream RPC returns: its in-flight
+  // count falls to 0 a moment later, so the page is read again until it has (bounded).
+  const auto idle_names = {"tandem_worker_waiting_requests", "tandem_worker_running_requests",
+                           "tandem_worker_active_requests", "tandem_worker_rpcs_in_flight",
+                           "tandem_worker_requests_while_draining_total"};
+  std::string decode = testing::HttpGet(decode_.ports[1], "/metrics");
+  for (const auto until = std::chrono::steady_clock::now() + seconds(10);
+       std::chrono::steady_clock::now() < until;) {
+    bool idle = true;
+    for (const char* name : idle_names) idle = idle && testing::MetricValue(decode, name) == 0;
+    if (idle) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    decode = testing::HttpGet(decode_.ports[1], "/metrics");
+  }
   const double kv = testing::MetricValue(decode, "tandem_worker_kv_utilization");
   EXPECT_GE(kv, 0);
   EXPECT_LE(kv, 1);
-  for (const char* name : {"tandem_worker_waiting_requests", "tandem_worker_running_requests",
-                           "tandem_worker_active_requests", "tandem_worker_rpcs_in_flight",
-                           "tandem_worker_requests_while_draining_total"}) {
+  for (const char* name : idle_names) {
     EXPECT_EQ(testing::MetricValue(decode, name), 0) << name;
   }
   // Both workers computed the same KV format id, and it is what they registered with.
