@@ -187,12 +187,11 @@ TEST_F(DrainTest, WorkersExportTheScalingSignals) {
                            "tandem_worker_active_requests", "tandem_worker_rpcs_in_flight",
                            "tandem_worker_requests_while_draining_total"};
   std::string decode = testing::HttpGet(decode_.ports[1], "/metrics");
-  for (const auto until = std::chrono::steady_clock::now() + seconds(10);
-       std::chrono::steady_clock::now() < until;) {
+  for (const auto until = Clock::now() + seconds(10); Clock::now() < until;) {
     bool idle = true;
     for (const char* name : idle_names) idle = idle && testing::MetricValue(decode, name) == 0;
     if (idle) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::this_thread::sleep_for(milliseconds(20));
     decode = testing::HttpGet(decode_.ports[1], "/metrics");
   }
   const double kv = testing::MetricValue(decode, "tandem_worker_kv_utilization");

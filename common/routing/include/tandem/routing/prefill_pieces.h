@@ -33,7 +33,9 @@ struct PrefillPieceOptions {
 };
 
 // Where the piece a worker should compute now ends, in prompt tokens (a whole number of blocks
-// past `done_tokens`, what it holds of the prompt), or nullopt: the rest goes in one prefill.
+// past `done_tokens`, what it holds of the prompt, or where the prompt's last piece there ended
+// if that is further: a worker may have evicted its earlier pieces, and the pieces must still
+// advance), or nullopt: the rest goes in one prefill.
 // `others_held`: other prefills are held for the same worker. `cut_limit_tokens`: no piece ends
 // past it (the first image position: a piece carries token ids only); < 0: none.
 std::optional<std::int64_t> NextPieceEnd(const PrefillPieceOptions& options,
