@@ -31,7 +31,8 @@ constexpr char kUsage[] =
     "                  [--warm-up-decay-s X]\n"
     "                  [--tandem own_work_weight=X|cache_stickiness=X|history_stickiness=X|\n"
     "                            shared_prefix_seconds=X|full_stickiness_reused_share=X|\n"
-    "                            branch_stickiness_floor=X|\n"
+    "                            branch_stickiness_floor=X|tail_guard_quantile=X|\n"
+    "                            tail_guard_window=N|\n"
     "                            displaced_history_stickiness=X|idle_wait_weight=X|\n"
     "                            idle_wait_fan_out=X|idle_wait_fan_out_offset=X|\n"
     "                            displaced_history_idle_scale=X|\n"
@@ -78,6 +79,10 @@ bool SetTandemOption(absl::string_view assignment, tandem::routing::TandemOption
   else if (kv[0] == "idle_wait_weight") o->idle_wait_weight = v;
   else if (kv[0] == "branch_stickiness_floor")
     o->branch_stickiness_floor = v;
+  else if (kv[0] == "tail_guard_quantile" && v >= 0 && v <= 1)
+    o->tail_guard_quantile = v;
+  else if (kv[0] == "tail_guard_window" && v >= 1 && v <= (1 << 20))
+    o->tail_guard_window = static_cast<std::size_t>(v);
   else if (kv[0] == "idle_wait_fan_out") o->idle_wait_fan_out = v;
   else if (kv[0] == "idle_wait_fan_out_offset") o->idle_wait_fan_out_offset = v;
   else if (kv[0] == "displaced_history_idle_scale")

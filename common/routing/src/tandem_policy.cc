@@ -2,9 +2,11 @@
 // prefill work plus this prompt's uncached tokens at the worker's learnt speed, less a multiple of
 // what the worker already holds of the prompt (keeps conversations where their KV is; a shared
 // prefix is copied where a copy displaces nothing asked for again), plus what storing the prompt
-// on a full cache would push out that is asked for again. A session sticks to its previous worker
-// while that costs little. Decode where the predicted step time is lowest among workers with KV
-// room for the whole request. docs/routing.md, "Policies".
+// on a full cache would push out that is asked for again; while a worker is idle, a shared prefix
+// never keeps a request among the slowest recent first tokens. A session sticks to its previous
+// worker while that costs little. Decode where the predicted step time is lowest among workers
+// with KV room for the whole request. docs/routing.md, "Policies".
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -13,6 +15,7 @@
 #include "pending_prefixes.h"
 #include "pools.h"
 #include "tandem/routing/policy.h"
+#include "tandem/routing/recent_quantile.h"
 
 namespace tandem::routing {
 namespace {
@@ -24,7 +27,8 @@ class TandemPolicy final : public Policy {
   explicit TandemPolicy(TandemOptions options)
       : options_(options),
         unmeasured_seconds_per_token_(options.prior_prefill_seconds_per_token),
-        pending_(options.max_pending_blocks, options.max_pending_blocks_per_request) {}
+        pending_(options.max_pending_blocks, options.max_pending_blocks_per_request),
+        recent_ttft_(options.tail_guard_window) {}
 
   absl::string_view name() const override { return "tandem"; }
 
@@ -36,6 +40,7 @@ class TandemPolicy final : public Policy {
     RouteDecision d;
     d.prefill = ChoosePrefill(request, view, prefill);
     d.predicted_cached_tokens = cached_[d.prefill];
+    if (options_.tail_guard_quantile > 0) recent_ttft_.Add(ttft_[d.prefill]);
     if (options_.track_pending && view.now_seconds >= 0) {
       // Its blocks are on their way to that worker: there by the predicted first token.
       pending_.Add(request.block_hashes, run_[d.prefill], d.prefill, view.now_seconds,
@@ -120,6 +125,7 @@ class TandemPolicy final : public Policy {
     const bool continues = run > 0 && run <= static_cast<int>(request.block_hashes.size()) &&
                            prompt_ends_.erase(request.block_hashes[run - 1]) > 0;
     branch_scale_ = 1;
+    continues_ = continues;
     if (continues) return options_.history_stickiness / fan_out;
     branch_scale_ = BranchStickinessScale();
     return options_.cache_stickiness * branch_scale_ / fan_out;
@@ -134,6 +140,17 @@ class TandemPolicy final : public Policy {
     if (!pool_idle_) return 1;
     return std::max(options_.branch_stickiness_floor,
                     std::min(1.0, reused_share_ / options_.full_stickiness_reused_share));
+  }
+
+  // Rule 4e: the highest predicted TTFT a branch point's stickiness may choose (infinite: no
+  // bound). Only while some prefill worker is idle: under load a copy's compute delays the
+  // requests queued behind it, and pushing a history off its worker is never cheap. A request
+  // whose best predicted TTFT is over the tail already is left to the score.
+  double TailBound(double best_ttft) const {
+    if (!(options_.tail_guard_quantile > 0) || continues_ || !pool_idle_) return INFINITY;
+    if (recent_ttft_.size() < std::max<std::size_t>(1, recent_ttft_.window() / 4)) return INFINITY;
+    const double tail = recent_ttft_.Quantile(options_.tail_guard_quantile);
+    return best_ttft <= tail ? tail : INFINITY;
   }
 
   // Lost over evicted blocks, decayed (0 before any eviction). A block lost must have been
@@ -294,11 +311,12 @@ class TandemPolicy final : public Policy {
       wait_charge *= std::min(1.0, std::max(0.0, fan_out_ - options_.idle_wait_fan_out_offset) /
                                        options_.idle_wait_fan_out);
     }
+    const double ttft_bound = TailBound(best_ttft);
     // Score: predicted TTFT less the worth of what the worker already holds of this prompt.
     WorkerSlot best = kNoWorker;
     double best_score = INFINITY;
     for (WorkerSlot w : pool) {
-      if (ttft[w] == INFINITY) continue;
+      if (ttft[w] == INFINITY || ttft[w] > ttft_bound) continue;
       const double cached_seconds =
           static_cast<double>(cached[w]) * SecondsPerToken(view.workers[w]);
       double score = ttft[w] - stickiness * cached_seconds;
@@ -350,11 +368,13 @@ class TandemPolicy final : public Policy {
   double unmeasured_seconds_per_token_ = 0;  // set per decision (SetUnmeasuredSpeed)
   double fan_out_ = 1;  // set per decision (Stickiness): SharedPrefixFanOut's count
   double branch_scale_ = 1;  // set per decision (Stickiness): rule 4b's scale, 1 for a history
+  bool continues_ = false;   // set per decision (Stickiness): the match continues a routed prompt
   double reused_share_ = 0;  // set per decision (ChoosePrefill): ReusedShare, rules 4b and 4c
   // Set per decision (ChoosePrefill): some prefill worker has nothing in flight, so work placed
   // there delays no one (rules 4b and 4c).
   bool pool_idle_ = false;
   internal::PendingPrefixes pending_;
+  RecentQuantile recent_ttft_;  // the chosen worker's predicted TTFT per decision (rule 4e)
   MatchResult match_;
   // Per worker, for the decision being made: predicted TTFT, cached tokens and cached run in
   // blocks (index and pending).

@@ -236,6 +236,70 @@ TEST_F(TandemPolicyTest, TheWaitChargeScaledByFanOutCopiesOnlyAPrefixOthersShare
   EXPECT_EQ(first_copy, 24);
 }
 
+// Rule 4e's setting: worker 1 holds the 400-block prefix and is 1.02 s behind (predicted TTFT
+// 1.042 s there), workers 0 and 2 are idle (0.822 s: the whole 6,416 tokens). The floor keeps the
+// prefix on its holder (AFreeCopyIsStillChargedAsTheMissItIs) unless the guard stops it.
+class TailGuardTest : public TandemPolicyTest {
+ protected:
+  void SetUp() override {
+    Build(3, 0);
+    Cache(1, Chain(1, 400));
+    QueuePrefill(1, 1, /*tokens=*/8000);
+    options_.tail_guard_window = 40;  // acts after 10 decisions
+  }
+  // `n` decisions on prompts of `blocks` blocks cached nowhere, each predicted at 0.02 s +
+  // blocks x 16 / 8,000 on an idle worker: the recent predicted TTFTs the guard reads.
+  void RouteUncached(Policy& policy, int n, int blocks) {
+    for (int i = 0; i < n; ++i) Route(policy, Request(Chain(100000 + 1000 * i, blocks)));
+  }
+  TandemOptions options_;
+};
+
+TEST_F(TailGuardTest, ABranchPointDoesNotHoldARequestInTheTail) {
+  // The recent decisions predicted 0.9 s (440 blocks): 1.042 s on the holder would be the
+  // slowest, 0.822 s on an idle worker is not, so the prefix is copied.
+  auto guarded = MakeTandemPolicy(options_);
+  RouteUncached(*guarded, 10, 440);
+  EXPECT_EQ(Route(*guarded, Request(PrefixWithTail(9001))).prefill, 0);
+  // Without the guard the same decisions leave it on its holder.
+  options_.tail_guard_quantile = 0;
+  auto unguarded = MakeTandemPolicy(options_);
+  RouteUncached(*unguarded, 10, 440);
+  EXPECT_EQ(Route(*unguarded, Request(PrefixWithTail(9002))).prefill, 1);
+}
+
+TEST_F(TailGuardTest, ItWaitsForEnoughDecisions) {
+  auto guarded = MakeTandemPolicy(options_);
+  RouteUncached(*guarded, 9, 440);  // a quarter of the window is 10
+  EXPECT_EQ(Route(*guarded, Request(PrefixWithTail(9001))).prefill, 1);
+}
+
+TEST_F(TailGuardTest, ARequestWhoseBestIsInTheTailAlreadyIsLeftToTheScore) {
+  // The recent decisions predicted 0.42 s (200 blocks): even 0.822 s is over their 90th
+  // percentile, so no worker is passed over and the stickiness keeps the prefix.
+  auto guarded = MakeTandemPolicy(options_);
+  RouteUncached(*guarded, 10, 200);
+  EXPECT_EQ(Route(*guarded, Request(PrefixWithTail(9001))).prefill, 1);
+}
+
+TEST_F(TailGuardTest, AHistoryIsNeverPassedOver) {
+  // The prompt ending at the prefix's last block was routed: this request continues it (rule 3),
+  // and moving a history leaves a dead copy whatever the tail.
+  auto guarded = MakeTandemPolicy(options_);
+  RouteUncached(*guarded, 10, 440);
+  Route(*guarded, Request(Chain(1, 400)));
+  EXPECT_EQ(Route(*guarded, Request(PrefixWithTail(9001))).prefill, 1);
+}
+
+TEST_F(TailGuardTest, NotWhileEveryWorkerIsBusy) {
+  // A copy's compute would then delay the requests queued behind it.
+  QueuePrefill(0, 1, /*tokens=*/16);
+  QueuePrefill(2, 1, /*tokens=*/16);
+  auto guarded = MakeTandemPolicy(options_);
+  RouteUncached(*guarded, 10, 440);
+  EXPECT_EQ(Route(*guarded, Request(PrefixWithTail(9001))).prefill, 1);
+}
+
 TEST_F(TandemPolicyTest, ANewPromptAvoidsAFullCacheWhoseEvictionsAreAskedForAgain) {
   // Worker 0 holds a 100-block system prompt; both workers are idle. Alone, a new conversation
   // under that prompt is faster on worker 0 (800 new tokens: 0.12 s, against 0.32 s on worker 1

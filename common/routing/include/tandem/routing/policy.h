@@ -116,6 +116,14 @@ struct TandemOptions {
   // held-out seeds). docs/routing.md, point 14.
   double idle_wait_fan_out = 2.0;
   double idle_wait_fan_out_offset = 1.0;
+  // While some prefill worker is idle, a branch point's stickiness (never a history's) may not
+  // put a request among the slowest first tokens: a worker whose predicted TTFT is over this
+  // quantile of the recent decisions' (the chosen worker's predicted TTFT, the last
+  // tail_guard_window decisions) is passed over while some worker's is at or under it. What the
+  // prefix is worth to later requests keeps them fast, rarely at the tail; this request's wait
+  // puts it there. 0: off. docs/routing.md, rule 4e and point 24.
+  double tail_guard_quantile = 0.9;
+  std::size_t tail_guard_window = 1024;  // decisions; the guard acts once a quarter are seen
   std::size_t max_seen_blocks = std::size_t{1} << 20;  // per generation of routed-block memory
   // What a prompt stored on a worker that is evicting costs: the blocks it pushes out are asked
   // for again at the pool's measured share (above), each a piece of someone's history lost, so
