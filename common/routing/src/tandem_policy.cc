@@ -143,14 +143,17 @@ class TandemPolicy final : public Policy {
   }
 
   // Rule 4e: the highest predicted TTFT a branch point's stickiness may choose (infinite: no
-  // bound). Only while some prefill worker is idle: under load a copy's compute delays the
-  // requests queued behind it, and pushing a history off its worker is never cheap. A request
-  // whose best predicted TTFT is over the tail already is left to the score.
+  // bound): the recent tail plus the policy's fixed part per prefill, a difference its
+  // predictions do not resolve (on the real CPU cluster, where prefills take milliseconds, the
+  // tail without it was a millisecond's noise and cost a point of hit rate). Only while some
+  // prefill worker is idle: under load a copy's compute delays the requests queued behind it,
+  // and pushing a history off its worker is never cheap. A request whose best predicted TTFT is
+  // over the tail already is left to the score.
   double TailBound(double best_ttft) const {
     if (!(options_.tail_guard_quantile > 0) || continues_ || !pool_idle_) return INFINITY;
     if (recent_ttft_.size() < std::max<std::size_t>(1, recent_ttft_.window() / 4)) return INFINITY;
     const double tail = recent_ttft_.Quantile(options_.tail_guard_quantile);
-    return best_ttft <= tail ? tail : INFINITY;
+    return best_ttft <= tail ? tail + options_.prefill_overhead_seconds : INFINITY;
   }
 
   // Lost over evicted blocks, decayed (0 before any eviction). A block lost must have been

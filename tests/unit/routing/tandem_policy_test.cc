@@ -257,7 +257,8 @@ class TailGuardTest : public TandemPolicyTest {
 
 TEST_F(TailGuardTest, ABranchPointDoesNotHoldARequestInTheTail) {
   // The recent decisions predicted 0.9 s (440 blocks): 1.042 s on the holder would be the
-  // slowest, 0.822 s on an idle worker is not, so the prefix is copied.
+  // slowest (by more than 0.02 s, the policy's fixed part per prefill), 0.822 s on an idle worker
+  // is not, so the prefix is copied.
   auto guarded = MakeTandemPolicy(options_);
   RouteUncached(*guarded, 10, 440);
   EXPECT_EQ(Route(*guarded, Request(PrefixWithTail(9001))).prefill, 0);
@@ -266,6 +267,18 @@ TEST_F(TailGuardTest, ABranchPointDoesNotHoldARequestInTheTail) {
   auto unguarded = MakeTandemPolicy(options_);
   RouteUncached(*unguarded, 10, 440);
   EXPECT_EQ(Route(*unguarded, Request(PrefixWithTail(9002))).prefill, 1);
+}
+
+TEST_F(TailGuardTest, AHolderWithinAPrefillsFixedPartOfTheTailIsNotPassedOver) {
+  // The recent decisions predicted 1.03 s (505 blocks): the holder's 1.042 s is over their 90th
+  // percentile by less than the policy's 0.02 s per prefill, a difference its predictions do not
+  // resolve, so the prefix stays; at 1.02 s (500 blocks) it is over by 0.022 s and is copied.
+  auto near = MakeTandemPolicy(options_);
+  RouteUncached(*near, 10, 505);
+  EXPECT_EQ(Route(*near, Request(PrefixWithTail(9001))).prefill, 1);
+  auto over = MakeTandemPolicy(options_);
+  RouteUncached(*over, 10, 500);
+  EXPECT_EQ(Route(*over, Request(PrefixWithTail(9002))).prefill, 0);
 }
 
 TEST_F(TailGuardTest, ItWaitsForEnoughDecisions) {

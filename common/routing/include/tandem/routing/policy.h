@@ -119,9 +119,10 @@ struct TandemOptions {
   // While some prefill worker is idle, a branch point's stickiness (never a history's) may not
   // put a request among the slowest first tokens: a worker whose predicted TTFT is over this
   // quantile of the recent decisions' (the chosen worker's predicted TTFT, the last
-  // tail_guard_window decisions) is passed over while some worker's is at or under it. What the
-  // prefix is worth to later requests keeps them fast, rarely at the tail; this request's wait
-  // puts it there. 0: off. docs/routing.md, rule 4e and point 24.
+  // tail_guard_window decisions) by more than prefill_overhead_seconds is passed over while
+  // some worker's is at or under the quantile. What the prefix is worth to later requests keeps
+  // them fast, rarely at the tail; this request's wait puts it there. 0: off. docs/routing.md,
+  // rule 4e and point 24.
   double tail_guard_quantile = 0.9;
   std::size_t tail_guard_window = 1024;  // decisions; the guard acts once a quarter are seen
   std::size_t max_seen_blocks = std::size_t{1} << 20;  // per generation of routed-block memory
