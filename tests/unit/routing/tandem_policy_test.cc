@@ -252,6 +252,13 @@ class TailGuardTest : public TandemPolicyTest {
   void RouteUncached(Policy& policy, int n, int blocks) {
     for (int i = 0; i < n; ++i) Route(policy, Request(Chain(100000 + 1000 * i, blocks)));
   }
+  // The prefill worker a new policy (options_) picks for a request on the prefix after those
+  // `n` decisions.
+  WorkerSlot PrefixWorkerAfter(int n, int blocks) {
+    auto policy = MakeTandemPolicy(options_);
+    RouteUncached(*policy, n, blocks);
+    return Route(*policy, Request(PrefixWithTail(9001))).prefill;
+  }
   TandemOptions options_;
 };
 
@@ -259,40 +266,28 @@ TEST_F(TailGuardTest, ABranchPointDoesNotHoldARequestInTheTail) {
   // The recent decisions predicted 0.9 s (440 blocks): 1.042 s on the holder would be the
   // slowest (by more than 0.02 s, the policy's fixed part per prefill), 0.822 s on an idle worker
   // is not, so the prefix is copied.
-  auto guarded = MakeTandemPolicy(options_);
-  RouteUncached(*guarded, 10, 440);
-  EXPECT_EQ(Route(*guarded, Request(PrefixWithTail(9001))).prefill, 0);
+  EXPECT_EQ(PrefixWorkerAfter(10, 440), 0);
   // Without the guard the same decisions leave it on its holder.
   options_.tail_guard_quantile = 0;
-  auto unguarded = MakeTandemPolicy(options_);
-  RouteUncached(*unguarded, 10, 440);
-  EXPECT_EQ(Route(*unguarded, Request(PrefixWithTail(9002))).prefill, 1);
+  EXPECT_EQ(PrefixWorkerAfter(10, 440), 1);
 }
 
 TEST_F(TailGuardTest, AHolderWithinAPrefillsFixedPartOfTheTailIsNotPassedOver) {
   // The recent decisions predicted 1.03 s (505 blocks): the holder's 1.042 s is over their 90th
   // percentile by less than the policy's 0.02 s per prefill, a difference its predictions do not
   // resolve, so the prefix stays; at 1.02 s (500 blocks) it is over by 0.022 s and is copied.
-  auto near = MakeTandemPolicy(options_);
-  RouteUncached(*near, 10, 505);
-  EXPECT_EQ(Route(*near, Request(PrefixWithTail(9001))).prefill, 1);
-  auto over = MakeTandemPolicy(options_);
-  RouteUncached(*over, 10, 500);
-  EXPECT_EQ(Route(*over, Request(PrefixWithTail(9002))).prefill, 0);
+  EXPECT_EQ(PrefixWorkerAfter(10, 505), 1);
+  EXPECT_EQ(PrefixWorkerAfter(10, 500), 0);
 }
 
 TEST_F(TailGuardTest, ItWaitsForEnoughDecisions) {
-  auto guarded = MakeTandemPolicy(options_);
-  RouteUncached(*guarded, 9, 440);  // a quarter of the window is 10
-  EXPECT_EQ(Route(*guarded, Request(PrefixWithTail(9001))).prefill, 1);
+  EXPECT_EQ(PrefixWorkerAfter(9, 440), 1);  // a quarter of the window is 10
 }
 
 TEST_F(TailGuardTest, ARequestWhoseBestIsInTheTailAlreadyIsLeftToTheScore) {
   // The recent decisions predicted 0.42 s (200 blocks): even 0.822 s is over their 90th
   // percentile, so no worker is passed over and the stickiness keeps the prefix.
-  auto guarded = MakeTandemPolicy(options_);
-  RouteUncached(*guarded, 10, 200);
-  EXPECT_EQ(Route(*guarded, Request(PrefixWithTail(9001))).prefill, 1);
+  EXPECT_EQ(PrefixWorkerAfter(10, 200), 1);
 }
 
 TEST_F(TailGuardTest, AHistoryIsNeverPassedOver) {
@@ -308,9 +303,7 @@ TEST_F(TailGuardTest, NotWhileEveryWorkerIsBusy) {
   // A copy's compute would then delay the requests queued behind it.
   QueuePrefill(0, 1, /*tokens=*/16);
   QueuePrefill(2, 1, /*tokens=*/16);
-  auto guarded = MakeTandemPolicy(options_);
-  RouteUncached(*guarded, 10, 440);
-  EXPECT_EQ(Route(*guarded, Request(PrefixWithTail(9001))).prefill, 1);
+  EXPECT_EQ(PrefixWorkerAfter(10, 440), 1);
 }
 
 TEST_F(TandemPolicyTest, ANewPromptAvoidsAFullCacheWhoseEvictionsAreAskedForAgain) {
