@@ -326,10 +326,9 @@ class Simulation {
     if (cuts_prefills_) {
       // Without the piece's own record a prompt longer than the worker's cache would be cut
       // again from where its evictions left it, forever.
-      const std::int64_t done =
-          std::max(w.cache.LeadingRun(chain) * config_.block_size, r.piece_end);
       const std::optional<std::int64_t> end = routing::NextPieceEnd(
-          config_.pieces, t.input_length, done, config_.block_size,
+          config_.pieces, t.input_length, w.cache.LeadingRun(chain) * config_.block_size,
+          r.piece_end, config_.block_size,
           table_.states()[p].PrefillSecondsPerToken(config_.prefill_seconds_per_token),
           hold_.held(p) > 0, /*cut_limit_tokens=*/-1);
       if (end.has_value()) {

@@ -6,8 +6,9 @@
 namespace tandem::routing {
 
 std::optional<std::int64_t> NextPieceEnd(const PrefillPieceOptions& options,
-                                         std::int64_t prompt_tokens, std::int64_t done_tokens,
-                                         int block_size, double seconds_per_token, bool others_held,
+                                         std::int64_t prompt_tokens, std::int64_t cached_tokens,
+                                         std::int64_t last_piece_end_tokens, int block_size,
+                                         double seconds_per_token, bool others_held,
                                          std::int64_t cut_limit_tokens) {
   if (!(options.piece_seconds > 0) || !(seconds_per_token > 0) || block_size <= 0 || others_held) {
     return std::nullopt;
@@ -17,7 +18,9 @@ std::optional<std::int64_t> NextPieceEnd(const PrefillPieceOptions& options,
   const std::int64_t piece_tokens =
       std::max<std::int64_t>(1, static_cast<std::int64_t>(std::min(blocks_per_piece, 1e12))) *
       block_size;
-  const std::int64_t done = std::max<std::int64_t>(0, done_tokens) / block_size * block_size;
+  const std::int64_t done_tokens =
+      std::max({std::int64_t{0}, cached_tokens, last_piece_end_tokens});
+  const std::int64_t done = done_tokens / block_size * block_size;
   const double rest = static_cast<double>(prompt_tokens - done);
   if (!(rest > std::max(1.0, options.min_pieces) * static_cast<double>(piece_tokens))) {
     return std::nullopt;

@@ -33,14 +33,16 @@ struct PrefillPieceOptions {
 };
 
 // Where the piece a worker should compute now ends, in prompt tokens (a whole number of blocks
-// past `done_tokens`, what it holds of the prompt, or where the prompt's last piece there ended
-// if that is further: a worker may have evicted its earlier pieces, and the pieces must still
+// past what is done: `cached_tokens`, what the worker holds of the prompt, or
+// `last_piece_end_tokens`, where the prompt's last piece there ended (0: none), whichever is
+// further, since a worker may have evicted its earlier pieces and the pieces must still
 // advance), or nullopt: the rest goes in one prefill.
 // `others_held`: other prefills are held for the same worker. `cut_limit_tokens`: no piece ends
 // past it (the first image position: a piece carries token ids only); < 0: none.
 std::optional<std::int64_t> NextPieceEnd(const PrefillPieceOptions& options,
-                                         std::int64_t prompt_tokens, std::int64_t done_tokens,
-                                         int block_size, double seconds_per_token, bool others_held,
+                                         std::int64_t prompt_tokens, std::int64_t cached_tokens,
+                                         std::int64_t last_piece_end_tokens, int block_size,
+                                         double seconds_per_token, bool others_held,
                                          std::int64_t cut_limit_tokens);
 
 // Books a piece that ended on `worker`: its predicted share of the prefill's uncached tokens
