@@ -103,8 +103,7 @@ class Simulation {
             .aging = config.prefill_hold_aging}),
         warm_ups_(config.warm_up) {
     moves_held_ = config.held_moves.enabled && routing::PolicyMovesHeld(policy.name());
-    cuts_prefills_ = config.pieces.piece_seconds > 0 &&
-                     routing::PolicyCutsPrefills(policy.name()) && hold_.options().depth > 0;
+    cuts_prefills_ = routing::CutsPrefills(config.pieces, policy.name(), hold_.options().depth);
     if (!routing::PolicyWarmsUp(policy.name()))
       warm_ups_ = routing::WarmUpPlanner({.enabled = false});
   }

@@ -690,8 +690,7 @@ void PrefixRouter::MoveHeldToLocked(WorkerSlot idle, double now) {
 }
 
 bool PrefixRouter::CutsPrefills() const {
-  return options_.prefill_pieces.piece_seconds > 0 && hold_.options().depth > 0 &&
-         routing::PolicyCutsPrefills(policy_->name());
+  return routing::CutsPrefills(options_.prefill_pieces, policy_->name(), hold_.options().depth);
 }
 
 std::optional<std::int64_t> PrefixRouter::NextPieceLocked(int ticket,

@@ -76,11 +76,14 @@ TEST(PrefillPiecesTest, APieceDoneIsASpeedSampleAndTheRestIsHeldAgainInFlight) {
   EXPECT_EQ(queue.Done(2), std::vector<PrefillQueue::Ticket>({1}));
 }
 
-TEST(PrefillPiecesTest, OnlyTheTandemPolicyCuts) {
-  EXPECT_TRUE(PolicyCutsPrefills("tandem"));
+TEST(PrefillPiecesTest, OnlyTheTandemPolicyCutsBehindAHoldQueueWithAPieceSize) {
+  const PrefillPieceOptions pieces;
+  EXPECT_TRUE(CutsPrefills(pieces, "tandem", 1));
   for (const char* baseline : {"round-robin", "least-load", "sglang-cache-aware", "dynamo-cost"}) {
-    EXPECT_FALSE(PolicyCutsPrefills(baseline)) << baseline;
+    EXPECT_FALSE(CutsPrefills(pieces, baseline, 1)) << baseline;
   }
+  EXPECT_FALSE(CutsPrefills(pieces, "tandem", 0)) << "no hold queue to keep the rest in";
+  EXPECT_FALSE(CutsPrefills({.piece_seconds = 0}, "tandem", 1)) << "whole prompts";
 }
 
 }  // namespace

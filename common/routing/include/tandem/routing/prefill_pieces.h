@@ -57,7 +57,12 @@ std::vector<PrefillQueue::Ticket> ApplyPieceDone(PrefillQueue::Ticket ticket, Wo
                                                  double now_seconds, double prior_seconds_per_token,
                                                  WorkerTable* table, PrefillQueue* queue);
 
-// Pieces belong to tandem's policy, behind its hold queue.
-inline bool PolicyCutsPrefills(absl::string_view policy_name) { return policy_name == "tandem"; }
+// Whether prefills are cut into pieces: only by tandem's policy, only behind a hold queue
+// (`hold_depth` > 0: the rest of a cut prompt waits there) and only with a piece size. The router
+// and the simulator both ask this, so the two cut under the same conditions.
+inline bool CutsPrefills(const PrefillPieceOptions& options, absl::string_view policy_name,
+                         int hold_depth) {
+  return options.piece_seconds > 0 && hold_depth > 0 && policy_name == "tandem";
+}
 
 }  // namespace tandem::routing
