@@ -325,15 +325,15 @@ class Simulation {
     if (cuts_prefills_) {
       // Without the piece's own record a prompt longer than the worker's cache would be cut
       // again from where its evictions left it, forever.
-      const std::optional<std::int64_t> end = routing::NextPieceEnd(
+      const std::optional<routing::PrefillPiece> piece = routing::NextPiece(
           config_.pieces, t.input_length, w.cache.LeadingRun(chain) * config_.block_size,
           r.piece_end, config_.block_size,
           table_.states()[p].PrefillSecondsPerToken(config_.prefill_seconds_per_token),
           hold_.held(p) > 0, /*cut_limit_tokens=*/-1);
-      if (end.has_value()) {
-        chain = chain.first(static_cast<std::size_t>(*end / config_.block_size));
+      if (piece.has_value()) {
+        chain = chain.first(static_cast<std::size_t>(piece->end_tokens / config_.block_size));
         r.piece = true;
-        r.piece_end = *end;
+        r.piece_end = piece->end_tokens;
       }
     }
     const std::int64_t run = TakeIntoCache(p, chain, &r.to_store, &r.parent);

@@ -61,7 +61,7 @@ struct SimConfig {
   // Tandem's late binding: a prefill worker falling idle takes over a held prefill of a busy one
   // (routing::PickHeldMove); the baselines keep their choice.
   routing::HeldMoveOptions held_moves;
-  // Tandem's prefills in pieces (routing::NextPieceEnd, rule 11): a long prompt's leading part
+  // Tandem's prefills in pieces (routing::NextPiece, rule 11): a long prompt's leading part
   // runs as a prefill of its own and the rest is held again, so shorter held prefills may pass
   // it. piece_seconds 0: whole prompts.
   routing::PrefillPieceOptions pieces;

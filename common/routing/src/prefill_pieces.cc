@@ -5,11 +5,11 @@
 
 namespace tandem::routing {
 
-std::optional<std::int64_t> NextPieceEnd(const PrefillPieceOptions& options,
-                                         std::int64_t prompt_tokens, std::int64_t cached_tokens,
-                                         std::int64_t last_piece_end_tokens, int block_size,
-                                         double seconds_per_token, bool others_held,
-                                         std::int64_t cut_limit_tokens) {
+std::optional<PrefillPiece> NextPiece(const PrefillPieceOptions& options,
+                                      std::int64_t prompt_tokens, std::int64_t cached_tokens,
+                                      std::int64_t last_piece_end_tokens, int block_size,
+                                      double seconds_per_token, bool others_held,
+                                      std::int64_t cut_limit_tokens) {
   if (!(options.piece_seconds > 0) || !(seconds_per_token > 0) || block_size <= 0 || others_held) {
     return std::nullopt;
   }
@@ -28,7 +28,7 @@ std::optional<std::int64_t> NextPieceEnd(const PrefillPieceOptions& options,
   std::int64_t end = done + piece_tokens;
   if (cut_limit_tokens >= 0) end = std::min(end, cut_limit_tokens / block_size * block_size);
   if (end <= done) return std::nullopt;
-  return end;
+  return PrefillPiece{.start_tokens = done, .end_tokens = end};
 }
 
 std::vector<PrefillQueue::Ticket> ApplyPieceDone(PrefillQueue::Ticket ticket, WorkerSlot worker,

@@ -705,7 +705,6 @@ std::optional<std::int64_t> PrefixRouter::NextPieceLocked(int ticket,
   // events may not have arrived yet).
   const std::int64_t indexed =
       t.prompt_tokens - routing::UncachedTokensOn(index_, t.chain, t.prompt_tokens, bs, t.slot);
-  const std::int64_t done = std::max(indexed, t.piece_end);  // as NextPieceEnd counts it too
   // A piece carries token ids only: it ends before the first image position.
   std::int64_t cut_limit = -1;
   for (std::size_t i = 0; i < prompt.size(); ++i) {
@@ -714,16 +713,16 @@ std::optional<std::int64_t> PrefixRouter::NextPieceLocked(int ticket,
       break;
     }
   }
-  const std::optional<std::int64_t> end = routing::NextPieceEnd(
+  const std::optional<routing::PrefillPiece> piece = routing::NextPiece(
       options_.prefill_pieces, t.prompt_tokens, indexed, t.piece_end, static_cast<int>(bs),
       table_.states()[t.slot].PrefillSecondsPerToken(
           options_.prefill_pieces.prior_prefill_seconds_per_token),
       hold_.held(t.slot) > 0, cut_limit);
-  if (!end.has_value()) return std::nullopt;
-  t.piece_uncached = std::min(t.uncached_tokens, *end - done);
-  t.piece_end = *end;
+  if (!piece.has_value()) return std::nullopt;
+  t.piece_uncached = std::min(t.uncached_tokens, piece->end_tokens - piece->start_tokens);
+  t.piece_end = piece->end_tokens;
   t.piece_started = Seconds();
-  return end;
+  return piece->end_tokens;
 }
 
 async::Task<absl::StatusOr<std::optional<std::int64_t>>> PrefixRouter::RunPrefillPiece(

@@ -56,7 +56,7 @@ class PrefixRouter {
     // Late binding (routing::PickHeldMove, docs/routing.md rule 10): a prefill worker that falls
     // idle takes over a prefill held for a busy one.
     bool held_moves = true;
-    // Prefills in pieces (routing::NextPieceEnd, docs/routing.md rule 11): a long prompt's
+    // Prefills in pieces (routing::NextPiece, docs/routing.md rule 11): a long prompt's
     // leading part goes to its worker as a piece of its own and the rest waits in the hold queue
     // again, so a shorter prefill may pass it. piece_seconds 0: whole prompts.
     routing::PrefillPieceOptions prefill_pieces;

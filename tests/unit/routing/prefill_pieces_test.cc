@@ -11,46 +11,57 @@ constexpr int kBlock = 16;
 
 TEST(PrefillPiecesTest, OnlyARestLongerThanTwoPiecesIsCutAtABlockBoundary) {
   const PrefillPieceOptions options{.piece_seconds = 0.1, .min_pieces = 2};
-  EXPECT_EQ(NextPieceEnd(options, 1000, 0, 0, kBlock, kSecondsPerToken, false, -1), 96);
-  // From what the worker holds of the prompt, rounded down to a whole block.
-  EXPECT_EQ(NextPieceEnd(options, 1000, 96, 0, kBlock, kSecondsPerToken, false, -1), 192);
-  EXPECT_EQ(NextPieceEnd(options, 1000, 100, 0, kBlock, kSecondsPerToken, false, -1), 192);
+  EXPECT_EQ(NextPiece(options, 1000, 0, 0, kBlock, kSecondsPerToken, false, -1),
+            (PrefillPiece{.start_tokens = 0, .end_tokens = 96}));
+  // From what the worker holds of the prompt, rounded down to a whole block: the piece starts
+  // there.
+  EXPECT_EQ(NextPiece(options, 1000, 96, 0, kBlock, kSecondsPerToken, false, -1),
+            (PrefillPiece{.start_tokens = 96, .end_tokens = 192}));
+  EXPECT_EQ(NextPiece(options, 1000, 100, 0, kBlock, kSecondsPerToken, false, -1),
+            (PrefillPiece{.start_tokens = 96, .end_tokens = 192}));
   // A rest of two pieces or less goes whole (1000 - 816 = 184 <= 192).
-  EXPECT_EQ(NextPieceEnd(options, 1000, 816, 0, kBlock, kSecondsPerToken, false, -1), std::nullopt);
-  EXPECT_EQ(NextPieceEnd(options, 192, 0, 0, kBlock, kSecondsPerToken, false, -1), std::nullopt);
-  EXPECT_EQ(NextPieceEnd(options, 193, 0, 0, kBlock, kSecondsPerToken, false, -1), 96);
+  EXPECT_EQ(NextPiece(options, 1000, 816, 0, kBlock, kSecondsPerToken, false, -1), std::nullopt);
+  EXPECT_EQ(NextPiece(options, 192, 0, 0, kBlock, kSecondsPerToken, false, -1), std::nullopt);
+  EXPECT_EQ(NextPiece(options, 193, 0, 0, kBlock, kSecondsPerToken, false, -1),
+            (PrefillPiece{.start_tokens = 0, .end_tokens = 96}));
   // A faster worker gets longer pieces: the same seconds.
-  EXPECT_EQ(NextPieceEnd(options, 10000, 0, 0, kBlock, kSecondsPerToken / 10, false, -1), 992);
+  EXPECT_EQ(NextPiece(options, 10000, 0, 0, kBlock, kSecondsPerToken / 10, false, -1),
+            (PrefillPiece{.start_tokens = 0, .end_tokens = 992}));
   // At least one block, however slow the worker.
-  EXPECT_EQ(NextPieceEnd(options, 1000, 0, 0, kBlock, 1.0, false, -1), 16);
+  EXPECT_EQ(NextPiece(options, 1000, 0, 0, kBlock, 1.0, false, -1),
+            (PrefillPiece{.start_tokens = 0, .end_tokens = 16}));
 }
 
 TEST(PrefillPiecesTest, PiecesAdvanceFromTheLastOneEvenWhereItWasEvicted) {
   const PrefillPieceOptions options{.piece_seconds = 0.1, .min_pieces = 2};
   // The worker holds 32 tokens of the prompt but the last piece there ended at 192: the next
   // piece starts at 192, not again at 32.
-  EXPECT_EQ(NextPieceEnd(options, 1000, 32, 192, kBlock, kSecondsPerToken, false, -1), 288);
+  EXPECT_EQ(NextPiece(options, 1000, 32, 192, kBlock, kSecondsPerToken, false, -1),
+            (PrefillPiece{.start_tokens = 192, .end_tokens = 288}));
   // What is cached counts where it is further.
-  EXPECT_EQ(NextPieceEnd(options, 1000, 288, 192, kBlock, kSecondsPerToken, false, -1), 384);
+  EXPECT_EQ(NextPiece(options, 1000, 288, 192, kBlock, kSecondsPerToken, false, -1),
+            (PrefillPiece{.start_tokens = 288, .end_tokens = 384}));
 }
 
 TEST(PrefillPiecesTest, NothingIsCutWhileOtherPrefillsWaitForTheWorkerOrWhenOff) {
   const PrefillPieceOptions options{.piece_seconds = 0.1, .min_pieces = 2};
-  EXPECT_EQ(NextPieceEnd(options, 1000, 0, 0, kBlock, kSecondsPerToken, /*others_held=*/true, -1),
+  EXPECT_EQ(NextPiece(options, 1000, 0, 0, kBlock, kSecondsPerToken, /*others_held=*/true, -1),
             std::nullopt);
-  EXPECT_EQ(NextPieceEnd({.piece_seconds = 0}, 1000, 0, 0, kBlock, kSecondsPerToken, false, -1),
+  EXPECT_EQ(NextPiece({.piece_seconds = 0}, 1000, 0, 0, kBlock, kSecondsPerToken, false, -1),
             std::nullopt);
-  EXPECT_EQ(NextPieceEnd(options, 1000, 0, 0, kBlock, /*seconds_per_token=*/0, false, -1),
+  EXPECT_EQ(NextPiece(options, 1000, 0, 0, kBlock, /*seconds_per_token=*/0, false, -1),
             std::nullopt);
 }
 
 TEST(PrefillPiecesTest, APieceEndsBeforeTheFirstImagePosition) {
   const PrefillPieceOptions options{.piece_seconds = 0.1, .min_pieces = 2};
-  EXPECT_EQ(NextPieceEnd(options, 1000, 0, 0, kBlock, kSecondsPerToken, false, 70), 64);
-  EXPECT_EQ(NextPieceEnd(options, 1000, 0, 0, kBlock, kSecondsPerToken, false, 500), 96);
+  EXPECT_EQ(NextPiece(options, 1000, 0, 0, kBlock, kSecondsPerToken, false, 70),
+            (PrefillPiece{.start_tokens = 0, .end_tokens = 64}));
+  EXPECT_EQ(NextPiece(options, 1000, 0, 0, kBlock, kSecondsPerToken, false, 500),
+            (PrefillPiece{.start_tokens = 0, .end_tokens = 96}));
   // Nothing whole before it: no piece.
-  EXPECT_EQ(NextPieceEnd(options, 1000, 0, 0, kBlock, kSecondsPerToken, false, 10), std::nullopt);
-  EXPECT_EQ(NextPieceEnd(options, 1000, 64, 0, kBlock, kSecondsPerToken, false, 70), std::nullopt);
+  EXPECT_EQ(NextPiece(options, 1000, 0, 0, kBlock, kSecondsPerToken, false, 10), std::nullopt);
+  EXPECT_EQ(NextPiece(options, 1000, 64, 0, kBlock, kSecondsPerToken, false, 70), std::nullopt);
 }
 
 TEST(PrefillPiecesTest, APieceDoneIsASpeedSampleAndTheRestIsHeldAgainInFlight) {

@@ -32,18 +32,26 @@ struct PrefillPieceOptions {
   double prior_prefill_seconds_per_token = TandemOptions{}.prior_prefill_seconds_per_token;
 };
 
-// Where the piece a worker should compute now ends, in prompt tokens (a whole number of blocks
-// past what is done: `cached_tokens`, what the worker holds of the prompt, or
-// `last_piece_end_tokens`, where the prompt's last piece there ended (0: none), whichever is
-// further, since a worker may have evicted its earlier pieces and the pieces must still
-// advance), or nullopt: the rest goes in one prefill.
+// The piece a worker computes next, in prompt tokens: [start_tokens, end_tokens), both whole
+// blocks. `start_tokens` is what counts as done: `cached_tokens` (what the worker holds of the
+// prompt) or `last_piece_end_tokens` (where the prompt's last piece there ended; 0: none),
+// whichever is further, rounded down to a block, since a worker may have evicted its earlier
+// pieces and the pieces must still advance.
+struct PrefillPiece {
+  std::int64_t start_tokens = 0;
+  std::int64_t end_tokens = 0;
+
+  friend bool operator==(const PrefillPiece&, const PrefillPiece&) = default;
+};
+
+// The piece a worker should compute now, or nullopt: the rest goes in one prefill.
 // `others_held`: other prefills are held for the same worker. `cut_limit_tokens`: no piece ends
 // past it (the first image position: a piece carries token ids only); < 0: none.
-std::optional<std::int64_t> NextPieceEnd(const PrefillPieceOptions& options,
-                                         std::int64_t prompt_tokens, std::int64_t cached_tokens,
-                                         std::int64_t last_piece_end_tokens, int block_size,
-                                         double seconds_per_token, bool others_held,
-                                         std::int64_t cut_limit_tokens);
+std::optional<PrefillPiece> NextPiece(const PrefillPieceOptions& options,
+                                      std::int64_t prompt_tokens, std::int64_t cached_tokens,
+                                      std::int64_t last_piece_end_tokens, int block_size,
+                                      double seconds_per_token, bool others_held,
+                                      std::int64_t cut_limit_tokens);
 
 // Books a piece that ended on `worker`: its predicted share of the prefill's uncached tokens
 // (`piece_uncached`) leaves the worker's queued work with a speed sample (`computed_tokens` in
