@@ -14,8 +14,8 @@
 #endif
 
 #include "kernel_table.h"
+#include "runtime/thread_pool.h"
 #include "tandem/kernels/backend.h"
-#include "thread_pool.h"
 
 namespace tandem::kernels {
 namespace {

@@ -1,14 +1,14 @@
 // One ISA copy's table (compiled once per copy, like the kernels it points at).
 #include "kernel_table.h"
 
-#include "amx_attention.h"
-#include "amx_matmul.h"
-#include "attention.h"
-#include "dpbf16_matmul.h"
-#include "elementwise.h"
-#include "encoder_ops.h"
-#include "isa.h"
-#include "matmul.h"
+#include "amx/amx_attention.h"
+#include "amx/amx_matmul.h"
+#include "attention/attention.h"
+#include "matmul/dpbf16_matmul.h"
+#include "matmul/matmul.h"
+#include "ops/elementwise.h"
+#include "ops/encoder_ops.h"
+#include "simd/isa.h"
 
 namespace tandem::kernels::cpu {
 

@@ -4,10 +4,10 @@
 #include <cstdint>
 #include <span>
 
+#include "runtime/thread_pool.h"
 #include "tandem/kernels/attention_params.h"
 #include "tandem/kernels/backend.h"
 #include "tandem/kernels/dtype.h"
-#include "thread_pool.h"
 
 namespace tandem::kernels::cpu {
 

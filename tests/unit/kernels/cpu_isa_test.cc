@@ -1,6 +1,6 @@
-// The fast backend's ISA copies (kernels/cpu/isa.h): which ones this binary and CPU run, how one is
-// chosen, and that the AVX2 and AVX-512 copies give the same bits, so that replicas on different
-// CPUs of one deployment produce the same tokens and can share each other's KV.
+// The fast backend's ISA copies (kernels/cpu/simd/isa.h): which ones this binary and CPU run, how
+// one is chosen, and that the AVX2 and AVX-512 copies give the same bits, so that replicas on
+// different CPUs of one deployment produce the same tokens and can share each other's KV.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -12,7 +12,7 @@
 #include "tandem/kernels/backend.h"
 // simd.h's Dot() is the contract itself; 64-byte vectors stay between inline helpers (-Wpsabi).
 #pragma GCC diagnostic ignored "-Wpsabi"
-#include "../../../kernels/cpu/simd.h"
+#include "simd/simd.h"
 
 namespace tandem::kernels {
 namespace {

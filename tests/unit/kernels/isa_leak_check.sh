@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks the per-ISA copies of the fast CPU kernels (kernels/cpu/isa.h) for AVX instructions
+# Checks the per-ISA copies of the fast CPU kernels (kernels/cpu/simd/isa.h) for AVX instructions
 # outside their own namespace. A function of the AVX-512 copy that is not in
 # tandem::kernels::cpu::avx512 (an out-of-line standard-library template, an inline helper of a
 # shared header) is a COMDAT the linker may pick for the whole program, which would then execute

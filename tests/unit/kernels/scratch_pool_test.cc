@@ -1,7 +1,7 @@
 // The kernels' work buffers kept between calls: reused call after call, never shared by two
 // leases at once, grown when a larger request comes. Internal to the CPU backend, hence the
 // source-relative path.
-#include "../../../kernels/cpu/scratch_pool.h"
+#include "runtime/scratch_pool.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "../../../kernels/cpu/thread_pool.h"
+#include "runtime/thread_pool.h"
 
 namespace tandem::kernels::cpu {
 namespace {

@@ -3,7 +3,7 @@
 // 64-byte vectors are passed between inline helpers only; without AVX-512 GCC warns about an ABI
 // that never crosses a library boundary here.
 #pragma GCC diagnostic ignored "-Wpsabi"
-#include "../../../kernels/cpu/simd.h"
+#include "simd/simd.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include <random>
 #include <vector>
 
-#include "../../../kernels/cpu/simd_math.h"
+#include "simd/simd_math.h"
 #include "tandem/kernels/dtype.h"
 
 namespace tandem::kernels::cpu {

@@ -1,6 +1,6 @@
 // The fast backend's thread pool: every task runs exactly once, on a named worker, call after call.
 // The pool is internal to the CPU backend (not an installed header), hence the source-relative path.
-#include "../../../kernels/cpu/thread_pool.h"
+#include "runtime/thread_pool.h"
 
 #include <gtest/gtest.h>
 
