@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "checkpoint/safetensors.h"
 #include "fuzz_util.h"
-#include "safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string path = tandem::fuzz::ScratchDir() + "/model.safetensors";

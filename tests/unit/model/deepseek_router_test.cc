@@ -1,8 +1,7 @@
-#include "../../../common/model/src/deepseek_v3_router.h"
-
 #include <cmath>
 #include <vector>
 
+#include "deepseek_v3/deepseek_v3_router.h"
 #include "gtest/gtest.h"
 
 namespace tandem::model::internal {

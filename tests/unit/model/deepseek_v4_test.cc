@@ -1,6 +1,8 @@
 // DeepSeek-V4 against transformers: tests/fixtures/deepseek_v4_tiny's reference logits were
 // computed by DeepseekV4ForCausalLM (tools/fixtures/make_v4_fixture.py). Relative error is per
 // logits row, max|got - want| / max|want| (hf_fixture_test_util.h).
+#include "tandem/model/deepseek_v4.h"
+
 #include <algorithm>
 #include <functional>
 #include <memory>
@@ -8,13 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "../../../common/model/src/hf_config.h"
-#include "../../../common/model/src/rope.h"
 #include "absl/status/status.h"
+#include "checkpoint/hf_config.h"
 #include "gtest/gtest.h"
 #include "hf_fixture_test_util.h"
+#include "rope.h"
 #include "tandem/kernels/backend.h"
-#include "tandem/model/deepseek_v4.h"
 #include "tandem/model/loader.h"
 
 namespace tandem::model {

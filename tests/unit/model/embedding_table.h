@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "../../../common/model/src/safetensors.h"
 #include "absl/status/statusor.h"
+#include "checkpoint/safetensors.h"
 
 namespace tandem::model::testing {
 

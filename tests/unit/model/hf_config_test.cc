@@ -1,4 +1,4 @@
-#include "../../../common/model/src/hf_config.h"
+#include "checkpoint/hf_config.h"
 
 #include <string>
 

@@ -4,15 +4,15 @@
 // was quantised from, it is off by the quantisation error, bounded per fixture below.
 #include <algorithm>
 #include <cstring>
-#include <iostream>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "../../../common/model/src/hf_config.h"
-#include "../../../common/model/src/safetensors.h"
+#include "checkpoint/hf_config.h"
+#include "checkpoint/safetensors.h"
 #include "gtest/gtest.h"
 #include "hf_fixture_test_util.h"
 #include "tandem/kernels/backend.h"

@@ -1,11 +1,11 @@
 // Rotary tables against transformers' own (recorded in the fixtures' reference.json by
 // tools/fixtures/make_hf_fixtures.py from model.rotary_emb and self_attn.scaling).
-#include "../../../common/model/src/rope.h"
+#include "rope.h"
 
 #include <cmath>
 #include <string>
 
-#include "../../../common/model/src/hf_config.h"
+#include "checkpoint/hf_config.h"
 #include "gtest/gtest.h"
 #include "hf_fixture_test_util.h"
 

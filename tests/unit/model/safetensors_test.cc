@@ -1,4 +1,4 @@
-#include "../../../common/model/src/safetensors.h"
+#include "checkpoint/safetensors.h"
 
 #include <unistd.h>
 
