@@ -7,11 +7,11 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "api/api_routes.h"
-#include "workers/control_service.h"
+#include "api/http/api_routes.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "tandem/base/status_macros.h"
+#include "workers/control_service.h"
 
 namespace tandem::router {
 

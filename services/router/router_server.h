@@ -3,7 +3,6 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
-
 #include <memory>
 #include <string>
 #include <thread>
@@ -11,16 +10,16 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "dispatch/dispatcher.h"
-#include "api/generation_api.h"
-#include "api/protocol_api.h"
-#include "api/auth.h"
 #include "admission/tenant_limits.h"
+#include "api/endpoints/generation_api.h"
+#include "api/endpoints/protocol_api.h"
+#include "api/http/auth.h"
+#include "async/executor.h"
+#include "async/task_group.h"
+#include "dispatch/dispatcher.h"
 #include "grpcpp/server.h"
 #include "router_config.h"
 #include "router_metrics.h"
-#include "async/executor.h"
-#include "async/task_group.h"
 #include "tandem/http/server.h"
 #include "tandem/metrics/registry.h"
 #include "workers/worker_registry.h"

@@ -2,9 +2,9 @@
 // range checks of the sampling parameters it produced, and the error body of a rejection.
 #include <cstdint>
 
+#include "api/endpoints/openai_request.h"
 #include "fuzz_util.h"
 #include "nlohmann/json.hpp"
-#include "api/openai_request.h"
 #include "tandem/engine/sampling.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -19,8 +19,8 @@
 
 namespace tandem::router {
 
-// One image of a prompt, as the router took it in (api/image_intake.h): its bytes go to an
-// encoder before the prompt is computed, and its rows fill [position, position + rows).
+// One image of a prompt, as the router took it in (api/endpoints/image_intake.h): its bytes go to
+// an encoder before the prompt is computed, and its rows fill [position, position + rows).
 struct RequestImage {
   std::shared_ptr<const std::string> bytes;
   v1::ImageDetailLevel detail = v1::IMAGE_DETAIL_HIGH;

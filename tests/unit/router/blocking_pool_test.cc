@@ -1,7 +1,7 @@
 // The pool that keeps blocking image fetches off the HTTP I/O threads: at most `threads` tasks
 // run at once, at most `max_queued` wait, the rest are refused at once, and what was queued runs
 // before the pool is gone.
-#include "api/blocking_pool.h"
+#include "api/http/blocking_pool.h"
 
 #include <atomic>
 #include <chrono>

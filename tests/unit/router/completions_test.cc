@@ -1,5 +1,5 @@
+#include "api/http/traffic_class.h"
 #include "router_fixture.h"
-#include "api/traffic_class.h"
 
 namespace tandem::router::testing {
 namespace {

@@ -1,7 +1,7 @@
 // The router's image intake: data: URLs read and measured as recipe does, remote URLs refused
 // without a fetcher, bad images refused with recipe's message, and placeholder ids that tell
 // images (and detail levels) apart while the same image always gets the same ids.
-#include "api/image_intake.h"
+#include "api/endpoints/image_intake.h"
 
 #include <set>
 #include <string>

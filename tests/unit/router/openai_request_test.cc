@@ -1,5 +1,5 @@
 // ParseOpenAiRequest on bodies the fuzzer (tests/fuzz/router_completions_fuzz.cc) found wrong.
-#include "api/openai_request.h"
+#include "api/endpoints/openai_request.h"
 
 #include <gtest/gtest.h>
 

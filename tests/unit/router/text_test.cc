@@ -1,10 +1,10 @@
 #include <string>
 #include <vector>
 
+#include "api/generation/stop_matcher.h"
+#include "api/generation/text_stream.h"
 #include "fake_worker.h"
 #include "gtest/gtest.h"
-#include "api/stop_matcher.h"
-#include "api/text_stream.h"
 
 namespace tandem::router {
 namespace {
