@@ -5,7 +5,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "convert_responses_internal.h"
+#include "convert/convert_responses_internal.h"
 #include "tandem/base/status_macros.h"
 
 namespace tandem::recipe::internal {
@@ -74,7 +74,8 @@ absl::StatusOr<std::vector<ToolDecl>> ReadTools(const Json& list,
       if (inner == tool.end()) return MissingField("tools");
       if (!inner->is_array()) return InvalidType(*inner, "a sequence");
       for (const Json& entry : *inner) {
-        if (!entry.is_object()) return InvalidType(entry, "internally tagged enum ResponsesNamespaceTool");
+        if (!entry.is_object())
+          return InvalidType(entry, "internally tagged enum ResponsesNamespaceTool");
         TANDEM_ASSIGN_OR_RETURN(std::string inner_kind, RequireTag(entry, {"function", "custom"}));
         NamespaceMember member;
         member.custom = inner_kind == "custom";
@@ -124,7 +125,7 @@ absl::StatusOr<ResponsesTools> ConvertResponsesTools(const Json& body,
     if (decl.apply_patch) {
       if (decl.function->name != "apply_patch") {
         return RequestError(absl::StrCat("Unsupported custom tool: '", decl.function->name,
-                                           "'. Only 'apply_patch' is supported."));
+                                         "'. Only 'apply_patch' is supported."));
       }
       ToolSpec spec;
       spec.name = spec.local_name = "apply_patch";
@@ -155,7 +156,8 @@ absl::StatusOr<ResponsesTools> ConvertResponsesTools(const Json& body,
           name = absl::StrCat(decl.space->name, separator, local, "_", suffix);
         }
         if (v41 && !decl.space->description.empty()) {
-          spec.description = absl::StrCat(decl.space->description, "\n", spec.description.value_or(""));
+          spec.description =
+              absl::StrCat(decl.space->description, "\n", spec.description.value_or(""));
         }
         taken.insert(name);
         spec.name = name;
@@ -179,16 +181,19 @@ absl::StatusOr<ToolChoiceSpec> ReadResponsesToolChoice(const Json& body,
       "expected one of `none`, `auto`, `required` or a tool choice object";
   if (value.is_string()) {
     const std::string mode = value.get<std::string>();
-    if (mode == "none") choice.mode = ToolChoice::kNone;
-    else if (mode == "auto") choice.mode = ToolChoice::kAuto;
-    else if (mode == "required") choice.mode = ToolChoice::kRequired;
-    else return BodyError(kExpected);
+    if (mode == "none")
+      choice.mode = ToolChoice::kNone;
+    else if (mode == "auto")
+      choice.mode = ToolChoice::kAuto;
+    else if (mode == "required")
+      choice.mode = ToolChoice::kRequired;
+    else
+      return BodyError(kExpected);
     return choice;
   }
   if (!value.is_object()) return BodyError(kExpected);
-  TANDEM_ASSIGN_OR_RETURN(std::string type,
-                          RequireTag(value, {"function", "web_search", "web_search_2025_08_26",
-                                              "custom"}));
+  TANDEM_ASSIGN_OR_RETURN(std::string type, RequireTag(value, {"function", "web_search",
+                                                               "web_search_2025_08_26", "custom"}));
   if (type == "function" || type == "custom") {
     TANDEM_ASSIGN_OR_RETURN(choice.function, RequireString(value, "name"));
     return choice;

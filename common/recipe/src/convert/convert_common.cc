@@ -1,4 +1,4 @@
-#include "convert_common.h"
+#include "convert/convert_common.h"
 
 #include <algorithm>
 #include <limits>
@@ -8,7 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "render_json.h"
+#include "render/render_json.h"
 #include "tandem/recipe/errors.h"
 
 namespace tandem::recipe::internal {
@@ -140,13 +140,12 @@ absl::StatusOr<Json> CanonicalStrictSchema(const Json& schema) {
     copy("description");
     copy("pattern");
     if (auto format = schema.find("format"); format != schema.end()) {
-      static constexpr absl::string_view kFormats[] = {"email", "hostname", "ipv4", "ipv6",
-                                                       "uuid"};
+      static constexpr absl::string_view kFormats[] = {"email", "hostname", "ipv4", "ipv6", "uuid"};
       const std::string name = format->is_string() ? format->get<std::string>() : "";
       if (std::find(std::begin(kFormats), std::end(kFormats), name) == std::end(kFormats)) {
-        return RequestError(absl::StrCat(
-            "Invalid tool parameters schema : unknown variant `", name,
-            "`, expected one of `email`, `hostname`, `ipv4`, `ipv6`, `uuid`"));
+        return RequestError(
+            absl::StrCat("Invalid tool parameters schema : unknown variant `", name,
+                         "`, expected one of `email`, `hostname`, `ipv4`, `ipv6`, `uuid`"));
       }
       out["format"] = *format;
     }
@@ -259,33 +258,43 @@ absl::Status BodyError(absl::string_view detail) {
 
 std::string DescribeUnexpected(const Json& value) {
   switch (value.type()) {
-    case Json::value_t::null: return "null";
-    case Json::value_t::boolean: return absl::StrCat("boolean `", value.get<bool>() ? "true" : "false", "`");
-    case Json::value_t::number_integer: return absl::StrCat("integer `", value.get<std::int64_t>(), "`");
-    case Json::value_t::number_unsigned: return absl::StrCat("integer `", value.get<std::uint64_t>(), "`");
-    case Json::value_t::number_float: return absl::StrCat("floating point `", FormatJsonFloat(value.get<double>()), "`");
-    case Json::value_t::string: return absl::StrCat("string ", ToJson(value, JsonStyle::kCompact));
-    case Json::value_t::array: return "sequence";
-    default: return "map";
+    case Json::value_t::null:
+      return "null";
+    case Json::value_t::boolean:
+      return absl::StrCat("boolean `", value.get<bool>() ? "true" : "false", "`");
+    case Json::value_t::number_integer:
+      return absl::StrCat("integer `", value.get<std::int64_t>(), "`");
+    case Json::value_t::number_unsigned:
+      return absl::StrCat("integer `", value.get<std::uint64_t>(), "`");
+    case Json::value_t::number_float:
+      return absl::StrCat("floating point `", FormatJsonFloat(value.get<double>()), "`");
+    case Json::value_t::string:
+      return absl::StrCat("string ", ToJson(value, JsonStyle::kCompact));
+    case Json::value_t::array:
+      return "sequence";
+    default:
+      return "map";
   }
 }
 
 absl::Status InvalidType(const Json& value, absl::string_view expected) {
-  return BodyError(absl::StrCat("invalid type: ", DescribeUnexpected(value), ", expected ", expected));
+  return BodyError(
+      absl::StrCat("invalid type: ", DescribeUnexpected(value), ", expected ", expected));
 }
 
 absl::Status MissingField(absl::string_view field) {
   return BodyError(absl::StrCat("missing field `", field, "`"));
 }
 
-absl::Status UnknownVariant(absl::string_view got, std::initializer_list<absl::string_view> expected) {
+absl::Status UnknownVariant(absl::string_view got,
+                            std::initializer_list<absl::string_view> expected) {
   std::vector<std::string> quoted;
   for (absl::string_view e : expected) quoted.push_back(absl::StrCat("`", e, "`"));
   if (quoted.size() == 1) {
     return BodyError(absl::StrCat("unknown variant `", got, "`, expected ", quoted[0]));
   }
-  return BodyError(absl::StrCat("unknown variant `", got, "`, expected one of ",
-                                absl::StrJoin(quoted, ", ")));
+  return BodyError(
+      absl::StrCat("unknown variant `", got, "`, expected one of ", absl::StrJoin(quoted, ", ")));
 }
 
 absl::StatusOr<std::optional<std::string>> ReadString(const Json& object, const char* key) {
@@ -349,7 +358,8 @@ absl::StatusOr<std::optional<ReasoningEffort>> ParseEffortName(absl::string_view
   if (name == "medium" || name == "high") return std::optional(ReasoningEffort::kHigh);
   if (name == "xhigh") return std::optional(ReasoningEffort::kXHigh);
   if (name == "ultra" || name == "max") return std::optional(ReasoningEffort::kMax);
-  return UnknownVariant(name, {"none", "minimal", "low", "medium", "high", "xhigh", "ultra", "max"});
+  return UnknownVariant(name,
+                        {"none", "minimal", "low", "medium", "high", "xhigh", "ultra", "max"});
 }
 
 absl::Status CheckToolName(const std::string& name, absl::string_view path) {
@@ -392,10 +402,10 @@ absl::StatusOr<ToolDefinition> ConvertFunctionTool(const std::string& name,
                           ? tool.parameters["type"]
                           : Json(nullptr);
     if (!(type.is_string() && type.get<std::string>() == "object")) {
-      return RequestError(absl::StrCat(
-          "Invalid schema for function '", name,
-          "': schema must be a JSON Schema of 'type: \"object\"', got 'type: ",
-          ToJson(type, JsonStyle::kCompact), "'."));
+      return RequestError(
+          absl::StrCat("Invalid schema for function '", name,
+                       "': schema must be a JSON Schema of 'type: \"object\"', got 'type: ",
+                       ToJson(type, JsonStyle::kCompact), "'."));
     }
   }
   if (is_strict) {
@@ -420,7 +430,8 @@ absl::Status CheckUniqueToolNames(const std::vector<ToolDefinition>& tools) {
 
 absl::Status CheckStrictNotMixed(const std::vector<ToolDefinition>& tools) {
   bool any_strict = false, any_loose = false;
-  for (const ToolDefinition& tool : tools) (tool.strict.value_or(false) ? any_strict : any_loose) = true;
+  for (const ToolDefinition& tool : tools)
+    (tool.strict.value_or(false) ? any_strict : any_loose) = true;
   if (any_strict && any_loose) {
     return RequestError("Cannot use strict tool with non-strict tool in the same request");
   }
@@ -450,7 +461,8 @@ std::optional<OutputConstraint> OutputConstraintFor(const Conversation& conversa
     for (const ToolDefinition& tool : conversation.tools) {
       Json function = Json::object();
       function["name"] = tool.name;
-      function["description"] = tool.description.has_value() ? Json(*tool.description) : Json(nullptr);
+      function["description"] =
+          tool.description.has_value() ? Json(*tool.description) : Json(nullptr);
       function["parameters"] = tool.parameters;
       function["strict"] = tool.strict.has_value() ? Json(*tool.strict) : Json(nullptr);
       Json entry = Json::object();
@@ -459,18 +471,20 @@ std::optional<OutputConstraint> OutputConstraintFor(const Conversation& conversa
       if (tool.defer_loading) entry["defer_loading"] = true;
       list.push_back(std::move(entry));
     }
-    return OutputConstraint{conversation.tool_choice == ToolChoice::kRequired ? "tool_call_required"
-                                                                              : "tool_call",
-                            ToJson(list, JsonStyle::kCompact)};
+    return OutputConstraint{
+        conversation.tool_choice == ToolChoice::kRequired ? "tool_call_required" : "tool_call",
+        ToJson(list, JsonStyle::kCompact)};
   }
   switch (conversation.response_format) {
-    case ResponseFormat::kJsonObject: return OutputConstraint{"json", ""};
+    case ResponseFormat::kJsonObject:
+      return OutputConstraint{"json", ""};
     case ResponseFormat::kJsonSchema:
-      return OutputConstraint{"json", ToJson(conversation.response_schema.value_or(nullptr),
-                                             JsonStyle::kCompact)};
+      return OutputConstraint{
+          "json", ToJson(conversation.response_schema.value_or(nullptr), JsonStyle::kCompact)};
     case ResponseFormat::kRegex:
       return OutputConstraint{"regex", conversation.response_regex.value_or("")};
-    case ResponseFormat::kText: break;
+    case ResponseFormat::kText:
+      break;
   }
   return std::nullopt;
 }

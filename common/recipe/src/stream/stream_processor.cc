@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "stream_processor_writer.h"
+#include "stream/stream_processor_writer.h"
 
 namespace tandem::recipe {
 namespace {
@@ -24,7 +24,8 @@ std::function<std::string(int)> RandomToolCallIds() {
 }  // namespace
 
 std::string DumpJson(const nlohmann::ordered_json& value) {
-  return value.dump(-1, ' ', /*ensure_ascii=*/false, nlohmann::ordered_json::error_handler_t::replace);
+  return value.dump(-1, ' ', /*ensure_ascii=*/false,
+                    nlohmann::ordered_json::error_handler_t::replace);
 }
 
 StreamProcessor::StreamProcessor(const ConversationRequest& request, std::string id,
@@ -33,9 +34,15 @@ StreamProcessor::StreamProcessor(const ConversationRequest& request, std::string
   WriterContext context{&request, std::move(id), std::move(model), created,
                         request.parsing.thinking_initial_stage.has_value()};
   switch (request.protocol) {
-    case Protocol::kChatCompletions: writer_ = MakeChatChunkWriter(context); break;
-    case Protocol::kResponses: writer_ = MakeResponsesEventWriter(context); break;
-    case Protocol::kMessages: writer_ = MakeMessagesEventWriter(context); break;
+    case Protocol::kChatCompletions:
+      writer_ = MakeChatChunkWriter(context);
+      break;
+    case Protocol::kResponses:
+      writer_ = MakeResponsesEventWriter(context);
+      break;
+    case Protocol::kMessages:
+      writer_ = MakeMessagesEventWriter(context);
+      break;
   }
 }
 
@@ -85,7 +92,8 @@ void StreamProcessor::CountReasoning(const std::vector<ParsedEvent>& events) {
     if (event.kind != ParsedKind::kReasoning) continue;
     while (!piece_tokens_.empty() && piece_tokens_.front().first <= event.piece) {
       if (piece_tokens_.front().first == event.piece) {
-        usage_.reasoning_tokens = usage_.reasoning_tokens.value_or(0) + piece_tokens_.front().second;
+        usage_.reasoning_tokens =
+            usage_.reasoning_tokens.value_or(0) + piece_tokens_.front().second;
       }
       piece_tokens_.pop_front();
     }

@@ -6,8 +6,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "convert_responses_internal.h"
-#include "render_json.h"
+#include "convert/convert_responses_internal.h"
+#include "render/render_json.h"
 #include "tandem/base/status_macros.h"
 #include "tandem/recipe/convert.h"
 
@@ -40,7 +40,8 @@ struct ResponsesFields {
 };
 
 absl::StatusOr<TextFormat> ReadTextFormat(const Json& format) {
-  if (!format.is_object()) return internal::InvalidType(format, "internally tagged enum ResponsesTextFormat");
+  if (!format.is_object())
+    return internal::InvalidType(format, "internally tagged enum ResponsesTextFormat");
   TextFormat result;
   TANDEM_ASSIGN_OR_RETURN(result.type,
                           internal::RequireTag(format, {"text", "json_schema", "json_object"}));
@@ -67,11 +68,10 @@ absl::StatusOr<ResponsesFields> ReadFields(const Json& body) {
   TANDEM_ASSIGN_OR_RETURN(const Json* reasoning,
                           internal::ReadObject(body, "reasoning", "struct ResponsesReasoning"));
   if (reasoning) {
-    TANDEM_ASSIGN_OR_RETURN(fields.effort, internal::ReadVariant(*reasoning, "effort",
-                                                                     internal::kEffortVariants));
-    TANDEM_ASSIGN_OR_RETURN(fields.summary,
-                            internal::ReadVariant(*reasoning, "summary",
-                                                      {"auto", "concise", "detailed"}));
+    TANDEM_ASSIGN_OR_RETURN(fields.effort,
+                            internal::ReadVariant(*reasoning, "effort", internal::kEffortVariants));
+    TANDEM_ASSIGN_OR_RETURN(fields.summary, internal::ReadVariant(*reasoning, "summary",
+                                                                  {"auto", "concise", "detailed"}));
   }
   TANDEM_ASSIGN_OR_RETURN(const Json* text,
                           internal::ReadObject(body, "text", "struct ResponsesText"));
@@ -94,7 +94,8 @@ absl::StatusOr<ResponsesFields> ReadFields(const Json& body) {
 }
 
 // What Responses response objects report about the request (the request's own values).
-Json BuildEcho(const Json& body, const ResponsesFields& fields, const internal::ResponsesTools& tools) {
+Json BuildEcho(const Json& body, const ResponsesFields& fields,
+               const internal::ResponsesTools& tools) {
   auto optional_string = [](const std::optional<std::string>& s) { return s ? Json(*s) : Json(); };
   auto f32 = [](const std::optional<double>& v) {
     return Json(internal::FloatAsShortestDouble(v.value_or(1.0)));
@@ -186,7 +187,8 @@ absl::StatusOr<ConversationRequest> ConvertResponses(const nlohmann::ordered_jso
                           internal::ReadResponsesToolChoice(body, options));
 
   Conversation& conversation = request.conversation;
-  conversation.thinking_mode = fields.effort ? *fields.effort != "none" : options.default_thinking_mode;
+  conversation.thinking_mode =
+      fields.effort ? *fields.effort != "none" : options.default_thinking_mode;
   if (conversation.thinking_mode) {
     TANDEM_ASSIGN_OR_RETURN(conversation.reasoning_effort,
                             internal::ParseEffortName(fields.effort.value_or("high")));
@@ -244,8 +246,7 @@ absl::StatusOr<ConversationRequest> ConvertResponses(const nlohmann::ordered_jso
 
   TANDEM_RETURN_IF_ERROR(internal::CheckSamplingRanges(fields.temperature, fields.top_p));
   if (fields.top_logprobs && *fields.top_logprobs > 20) {
-    return RequestError(
-        "Invalid top_logprobs value, the valid range of top_logprobs is [0, 20].");
+    return RequestError("Invalid top_logprobs value, the valid range of top_logprobs is [0, 20].");
   }
   const std::int64_t bound = conversation.thinking_mode
                                  ? options.thinking_max_tokens_upper_bound
@@ -272,7 +273,8 @@ absl::StatusOr<ConversationRequest> ConvertResponses(const nlohmann::ordered_jso
   if (strict_schema && !request.inference.output_constraint->kind.empty() &&
       request.inference.output_constraint->kind == "json") {
     // The constraint follows the strict (closed) schema; the conversation keeps the client's.
-    request.inference.output_constraint->schema = internal::ToJson(*strict_schema, internal::JsonStyle::kCompact);
+    request.inference.output_constraint->schema =
+        internal::ToJson(*strict_schema, internal::JsonStyle::kCompact);
   }
   request.echo = BuildEcho(body, fields, tools);
   return request;

@@ -1,4 +1,4 @@
-#include "render_builder.h"
+#include "render/render_builder.h"
 
 #include <array>
 
@@ -7,8 +7,9 @@ namespace {
 
 // The spellings a template string may contain (longest first where one is a prefix of another).
 constexpr std::array<absl::string_view, 9> kTemplateSpecials = {
-    kBosToken,      kEosToken,          kUserToken,         kAssistantToken,   kSystemToken,
-    kLatestReminderToken, kThinkingEndToken, kThinkingStartToken, kDsmlToken,
+    kBosToken,         kEosToken,           kUserToken,
+    kAssistantToken,   kSystemToken,        kLatestReminderToken,
+    kThinkingEndToken, kThinkingStartToken, kDsmlToken,
 };
 
 }  // namespace

@@ -9,7 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "convert_common.h"
+#include "convert/convert_common.h"
 #include "tandem/base/status_macros.h"
 #include "tandem/recipe/convert.h"
 #include "tandem/recipe/errors.h"
@@ -87,8 +87,8 @@ absl::Status ReadContent(const Json& content, ModelVersion version, std::size_t 
       TANDEM_ASSIGN_OR_RETURN(ImageDetail detail, ReadDetail(*it));
       if (version == ModelVersion::kDeepseekV41) {
         ImageSource image;
-        image.kind = url.rfind("data:", 0) == 0 ? ImageSource::Kind::kDataUrl
-                                                 : ImageSource::Kind::kUrl;
+        image.kind =
+            url.rfind("data:", 0) == 0 ? ImageSource::Kind::kDataUrl : ImageSource::Kind::kUrl;
         image.data = std::move(url);
         image.detail = detail;
         image.path = absl::StrCat(".messages[", index, "]");
@@ -174,8 +174,8 @@ absl::Status CheckToolSequence(const std::vector<ChatMessage>& messages) {
     std::set<std::string> ids;
     for (const ToolCall& call : calls) {
       if (!ids.insert(call.id).second) {
-        return RequestError(
-            absl::StrCat("Duplicate value for 'tool_call_id' of ", call.id, " in message[", i, "]"));
+        return RequestError(absl::StrCat("Duplicate value for 'tool_call_id' of ", call.id,
+                                         " in message[", i, "]"));
       }
     }
     if (i + calls.size() >= messages.size()) return RequestError(kInsufficient);
@@ -275,14 +275,17 @@ absl::StatusOr<ToolChoiceSpec> ReadToolChoice(const Json& body) {
   ToolChoiceSpec spec;
   auto it = body.find("tool_choice");
   if (it == body.end() || it->is_null()) return spec;
-  constexpr absl::string_view kExpected =
-      "expected one of `none`, `auto`, `required` or a tool";
+  constexpr absl::string_view kExpected = "expected one of `none`, `auto`, `required` or a tool";
   if (it->is_string()) {
     const std::string& s = it->get_ref<const std::string&>();
-    if (s == "none") spec.choice = ToolChoice::kNone;
-    else if (s == "auto") spec.choice = ToolChoice::kAuto;
-    else if (s == "required") spec.choice = ToolChoice::kRequired;
-    else return internal::BodyError(kExpected);
+    if (s == "none")
+      spec.choice = ToolChoice::kNone;
+    else if (s == "auto")
+      spec.choice = ToolChoice::kAuto;
+    else if (s == "required")
+      spec.choice = ToolChoice::kRequired;
+    else
+      return internal::BodyError(kExpected);
     return spec;
   }
   if (!it->is_object()) return internal::BodyError(kExpected);
@@ -406,7 +409,8 @@ absl::StatusOr<ConversationRequest> ConvertChatCompletions(const nlohmann::order
     TANDEM_ASSIGN_OR_RETURN(ChatMessage m, ReadMessage((*messages_it)[i], read_as, i));
     messages.push_back(std::move(m));
   }
-  TANDEM_ASSIGN_OR_RETURN(std::optional<double> temperature, internal::ReadF32(body, "temperature"));
+  TANDEM_ASSIGN_OR_RETURN(std::optional<double> temperature,
+                          internal::ReadF32(body, "temperature"));
   TANDEM_ASSIGN_OR_RETURN(std::optional<double> top_p, internal::ReadF32(body, "top_p"));
   TANDEM_ASSIGN_OR_RETURN(std::optional<std::uint64_t> max_tokens,
                           internal::ReadUnsigned(body, "max_tokens", "u32", kU32Max));
@@ -536,9 +540,10 @@ absl::StatusOr<ConversationRequest> ConvertChatCompletions(const nlohmann::order
       if (thinking) {
         if (!cm.reasoning_content.has_value() &&
             options.reasoning_content_behavior == ReasoningContentBehavior::kReject) {
-          return RequestError(absl::StrCat("Missing `reasoning_content` field in the assistant "
-                                           "message at message index ",
-                                           i));
+          return RequestError(
+              absl::StrCat("Missing `reasoning_content` field in the assistant "
+                           "message at message index ",
+                           i));
         }
         m.reasoning_content = cm.reasoning_content.value_or("");
       }

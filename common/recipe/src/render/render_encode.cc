@@ -5,8 +5,8 @@
 
 namespace tandem::recipe {
 
-absl::StatusOr<std::vector<std::int32_t>> EncodePrompt(
-    const RenderedPrompt& rendered, const tokenizer::HfBpeTokenizer& tokenizer) {
+absl::StatusOr<std::vector<std::int32_t>> EncodePrompt(const RenderedPrompt& rendered,
+                                                       const tokenizer::HfBpeTokenizer& tokenizer) {
   std::vector<std::int32_t> ids;
   const absl::string_view prompt = rendered.prompt;
   auto encode_text = [&](std::size_t begin, std::size_t end) -> absl::Status {
@@ -19,9 +19,9 @@ absl::StatusOr<std::vector<std::int32_t>> EncodePrompt(
   std::size_t pos = 0;
   for (const auto& [begin, end] : rendered.special_ranges) {
     if (begin < pos || end < begin || end > prompt.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("rendered prompt: control range [", begin, ", ", end,
-                       ") is out of order or outside the prompt"));
+      return absl::InvalidArgumentError(absl::StrCat("rendered prompt: control range [", begin,
+                                                     ", ", end,
+                                                     ") is out of order or outside the prompt"));
     }
     TANDEM_RETURN_IF_ERROR(encode_text(pos, begin));
     const absl::string_view spelling = prompt.substr(begin, end - begin);

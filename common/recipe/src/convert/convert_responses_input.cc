@@ -9,9 +9,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "convert_responses_internal.h"
-#include "tandem/recipe/render.h"
+#include "convert/convert_responses_internal.h"
 #include "tandem/base/status_macros.h"
+#include "tandem/recipe/render.h"
 
 namespace tandem::recipe::internal {
 namespace {
@@ -81,8 +81,8 @@ absl::StatusOr<ImageSource> ImageOf(const Json& part, const ContentPlace& place,
 
 // Outputs of the open assistant turn's calls, checked when the turn closes.
 struct PendingCalls {
-  std::size_t assistant = 0;           // index of the assistant message
-  std::vector<std::string> call_ids;   // in call order
+  std::size_t assistant = 0;          // index of the assistant message
+  std::vector<std::string> call_ids;  // in call order
   std::set<std::string> answered;
   bool outputs_started = false;
 };
@@ -117,8 +117,9 @@ class InputConverter {
 
  private:
   absl::Status AddMessage(const Json& item, std::size_t index) {
-    TANDEM_ASSIGN_OR_RETURN(std::optional<std::string> role,
-                            ReadVariant(item, "role", {"user", "assistant", "system", "developer"}));
+    TANDEM_ASSIGN_OR_RETURN(
+        std::optional<std::string> role,
+        ReadVariant(item, "role", {"user", "assistant", "system", "developer"}));
     if (!role) return MissingField("role");
     auto content = item.find("content");
     if (content == item.end()) return MissingField("content");
@@ -139,8 +140,8 @@ class InputConverter {
     TANDEM_RETURN_IF_ERROR(CloseAssistant());
     Message message;
     // V4.1 has a system turn a developer message maps to; V4 hears the developer as the user.
-    const bool system = *role == "system" ||
-                        (*role == "developer" && version_ == ModelVersion::kDeepseekV41);
+    const bool system =
+        *role == "system" || (*role == "developer" && version_ == ModelVersion::kDeepseekV41);
     message.role = system ? Role::kSystem : Role::kUser;
     message.content = std::move(text);
     message.image_sources = std::move(images);
@@ -195,8 +196,8 @@ class InputConverter {
     if (!seen_calls_.insert(call.id).second) {
       return RequestError(absl::StrCat("Duplicate 'call_id': ", call.id, "."));
     }
-    Message* assistant = open_ && !pending_.outputs_started ? &messages_[pending_.assistant]
-                                                            : nullptr;
+    Message* assistant =
+        open_ && !pending_.outputs_started ? &messages_[pending_.assistant] : nullptr;
     if (!assistant) {
       TANDEM_RETURN_IF_ERROR(CloseAssistant());
       assistant = StartAssistant();
@@ -213,9 +214,10 @@ class InputConverter {
     if (output == item.end()) return MissingField("output");
     std::vector<ImageSource> images;
     std::vector<std::size_t> offsets;
-    TANDEM_ASSIGN_OR_RETURN(std::string text,
-                            ResponsesContentText(*output, ContentPlace{reads_images_, index, false, true},
-                                                 images, offsets));
+    TANDEM_ASSIGN_OR_RETURN(
+        std::string text,
+        ResponsesContentText(*output, ContentPlace{reads_images_, index, false, true}, images,
+                             offsets));
     TANDEM_RETURN_IF_ERROR(CheckCallId(call_id, index));
     if (seen_calls_.count(call_id) == 0) {
       return RequestError(
@@ -279,8 +281,9 @@ class InputConverter {
       std::stable_sort(calls->begin(), calls->end(),
                        [](const ToolCall& a, const ToolCall& b) { return a.id < b.id; });
     }
-    std::stable_sort(messages_.begin() + pending_.assistant + 1, messages_.end(),
-                     [](const Message& a, const Message& b) { return *a.tool_call_id < *b.tool_call_id; });
+    std::stable_sort(
+        messages_.begin() + pending_.assistant + 1, messages_.end(),
+        [](const Message& a, const Message& b) { return *a.tool_call_id < *b.tool_call_id; });
     return absl::OkStatus();
   }
 

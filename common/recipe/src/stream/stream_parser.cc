@@ -10,11 +10,14 @@ namespace {
 
 // Model-format spellings (FULLWIDTH VERTICAL LINE U+FF5C around DSML).
 constexpr absl::string_view kThinkEnd = "</think>";
-constexpr absl::string_view kDsmlOpen = "<\xEF\xBD\x9C" "DSML\xEF\xBD\x9C";
-constexpr absl::string_view kDsmlClose = "</\xEF\xBD\x9C" "DSML\xEF\xBD\x9C";
+constexpr absl::string_view kDsmlOpen =
+    "<\xEF\xBD\x9C"
+    "DSML\xEF\xBD\x9C";
+constexpr absl::string_view kDsmlClose =
+    "</\xEF\xBD\x9C"
+    "DSML\xEF\xBD\x9C";
 constexpr absl::string_view kFenceOpen = "```json\n";
 constexpr absl::string_view kFence = "```";
-
 
 // Pattern ids inside a text state; stop sequences follow at kStopBase + index.
 enum PatternId : int {
@@ -52,13 +55,27 @@ void AppendJsonEscaped(absl::string_view text, std::string& out) {
   for (char ch : text) {
     unsigned char c = static_cast<unsigned char>(ch);
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
       default:
         if (c < 0x20) {
           out += "\\u00";
@@ -165,7 +182,8 @@ void StreamParser::PieceBuffer::Append(absl::string_view piece) {
 }
 
 std::size_t StreamParser::PieceBuffer::PieceAt(std::size_t offset) const {
-  return static_cast<std::size_t>(std::upper_bound(ends.begin(), ends.end(), offset) - ends.begin());
+  return static_cast<std::size_t>(std::upper_bound(ends.begin(), ends.end(), offset) -
+                                  ends.begin());
 }
 
 void StreamParser::PieceBuffer::Drop(std::size_t count) {
@@ -471,8 +489,8 @@ void StreamParser::EmitPiece(absl::string_view text, std::vector<ParsedEvent>& o
 }
 
 bool StreamParser::StopsApply() const {
-  return !stop_tags_.empty() && (state_ == State::kContent || state_ == State::kJsonValue ||
-                                 state_ == State::kJsonFenced);
+  return !stop_tags_.empty() &&
+         (state_ == State::kContent || state_ == State::kJsonValue || state_ == State::kJsonFenced);
 }
 
 void StreamParser::Emit(ParsedKind kind, std::string text, std::vector<ParsedEvent>& out) {
@@ -526,7 +544,8 @@ void StreamParser::HideStops(std::size_t buf_offset) {
   if (cut >= stop_text_.size()) return;
   // The bytes stay for the stop matcher (they did break its candidates) but are never output.
   while (!stop_segments_.empty()) {
-    std::size_t start = stop_segments_.size() > 1 ? stop_segments_[stop_segments_.size() - 2].end : 0;
+    std::size_t start =
+        stop_segments_.size() > 1 ? stop_segments_[stop_segments_.size() - 2].end : 0;
     if (start < cut) break;
     stop_segments_.pop_back();
   }

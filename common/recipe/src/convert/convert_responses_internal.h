@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "convert_responses_shared.h"
+#include "convert/convert_responses_shared.h"
 #include "tandem/recipe/conversation.h"
 #include "tandem/recipe/convert.h"
 
@@ -27,8 +27,8 @@ struct ResponsesTools {
 ToolDefinition ApplyPatchTool(ModelVersion version);
 
 // Reads `tools` (null or absent: none) and checks the declarations (names, custom tools).
-// V4.1 names namespace tools "<namespace>::<name>". Web-search tools are dropped or refused per options;
-// server tools this stack cannot run are dropped.
+// V4.1 names namespace tools "<namespace>::<name>". Web-search tools are dropped or refused per
+// options; server tools this stack cannot run are dropped.
 absl::StatusOr<ResponsesTools> ConvertResponsesTools(const Json& body,
                                                      const ConversionOptions& options,
                                                      ModelVersion version);

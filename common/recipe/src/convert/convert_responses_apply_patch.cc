@@ -1,4 +1,4 @@
-#include "convert_responses_internal.h"
+#include "convert/convert_responses_internal.h"
 
 namespace tandem::recipe::internal {
 
@@ -73,7 +73,8 @@ It is important to remember:
 - You must prefix new lines with `+` even when creating a new file
 - File references can only be relative, NEVER ABSOLUTE.
 )APPLY_PATCH";
-  static constexpr char kParameters[] = R"APPLY_PATCH({"type": "object", "additionalProperties": false, "properties": {"input": {"type": "string", "description": "The entire contents of the apply_patch command (the *** Begin Patch ... *** End Patch envelope)."}}, "required": ["input"]})APPLY_PATCH";
+  static constexpr char kParameters[] =
+      R"APPLY_PATCH({"type": "object", "additionalProperties": false, "properties": {"input": {"type": "string", "description": "The entire contents of the apply_patch command (the *** Begin Patch ... *** End Patch envelope)."}}, "required": ["input"]})APPLY_PATCH";
   ToolDefinition tool;
   tool.name = "apply_patch";
   std::string description = kDescription;

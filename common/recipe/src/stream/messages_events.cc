@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "stream_processor_writer.h"
+#include "stream/stream_processor_writer.h"
 
 namespace tandem::recipe {
 namespace {
@@ -42,7 +42,8 @@ class MessagesEventWriter : public ProtocolWriter {
       case ParsedKind::kToolBlockStart:
         break;  // the open block closes when a call opens
       case ParsedKind::kReasoning:
-        if (!open_ || blocks_.back().kind != BlockKind::kThinking) Open(Block{BlockKind::kThinking}, out);
+        if (!open_ || blocks_.back().kind != BlockKind::kThinking)
+          Open(Block{BlockKind::kThinking}, out);
         blocks_.back().text += event.text;
         Delta(Json{{"type", "thinking_delta"}, {"thinking", event.text}}, out);
         break;

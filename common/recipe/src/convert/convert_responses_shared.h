@@ -13,16 +13,16 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "convert_common.h"
-#include "tandem/recipe/errors.h"
+#include "convert/convert_common.h"
 #include "tandem/recipe/conversation.h"
 #include "tandem/recipe/convert.h"
+#include "tandem/recipe/errors.h"
 
 namespace tandem::recipe::internal {
 
 // A string field restricted to `allowed` (serde unit variants); absent or null: nullopt.
-absl::StatusOr<std::optional<std::string>> ReadVariant(const Json& object, const char* key,
-                                                       std::initializer_list<absl::string_view> allowed);
+absl::StatusOr<std::optional<std::string>> ReadVariant(
+    const Json& object, const char* key, std::initializer_list<absl::string_view> allowed);
 // The "type" tag of an internally tagged object.
 absl::StatusOr<std::string> RequireTag(const Json& object,
                                        std::initializer_list<absl::string_view> allowed);

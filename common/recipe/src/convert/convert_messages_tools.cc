@@ -1,9 +1,9 @@
 // Messages tools: client tools (no "type") with an input_schema, and server tools, which this
 // stack cannot run: web search is dropped or refused per options, anything else is refused.
 
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
-#include "convert_messages_internal.h"
+#include "absl/strings/strip.h"
+#include "convert/convert_messages_internal.h"
 #include "tandem/base/status_macros.h"
 
 namespace tandem::recipe::internal {
@@ -32,9 +32,9 @@ absl::StatusOr<std::vector<MessagesToolDecl>> ReadMessagesTools(const Json& body
     TANDEM_ASSIGN_OR_RETURN(decl.spec.name, RequireString(tool, "name"));
     auto description = ReadString(tool, "description");
     if (!description.ok()) {
-      return BodyError(absl::StrCat("field `description`: ",
-                                      absl::StripPrefix(description.status().message(),
-                                                        "invalid request body: ")));
+      return BodyError(absl::StrCat(
+          "field `description`: ",
+          absl::StripPrefix(description.status().message(), "invalid request body: ")));
     }
     decl.spec.description = *std::move(description);
     // A missing schema is validated as null, which the schema check refuses.
@@ -44,8 +44,8 @@ absl::StatusOr<std::vector<MessagesToolDecl>> ReadMessagesTools(const Json& body
   return decls;
 }
 
-absl::StatusOr<std::vector<ToolSpec>> CheckMessagesTools(
-    const std::vector<MessagesToolDecl>& decls, const ConversionOptions& options) {
+absl::StatusOr<std::vector<ToolSpec>> CheckMessagesTools(const std::vector<MessagesToolDecl>& decls,
+                                                         const ConversionOptions& options) {
   std::vector<ToolSpec> specs;
   for (std::size_t i = 0; i < decls.size(); ++i) {
     const MessagesToolDecl& decl = decls[i];
@@ -76,9 +76,9 @@ absl::StatusOr<ToolChoiceSpec> ReadMessagesToolChoice(const Json& body,
   if (type == "none") choice.mode = ToolChoice::kNone;
   if (type == "tool") {
     TANDEM_ASSIGN_OR_RETURN(std::string name, RequireString(*it, "name"));
-    bool names_server_tool = std::any_of(decls.begin(), decls.end(), [&](const MessagesToolDecl& d) {
-      return d.server && d.spec.name == name;
-    });
+    bool names_server_tool =
+        std::any_of(decls.begin(), decls.end(),
+                    [&](const MessagesToolDecl& d) { return d.server && d.spec.name == name; });
     if (!names_server_tool) choice.function = std::move(name);
   }
   return choice;

@@ -16,9 +16,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "render_builder.h"
-#include "render_deepseek_templates.h"
-#include "render_json.h"
+#include "render/render_builder.h"
+#include "render/render_deepseek_templates.h"
+#include "render/render_json.h"
 #include "tandem/recipe/render.h"
 
 namespace tandem::recipe {
@@ -90,8 +90,8 @@ class DeepseekRenderer {
           break;
       }
     }
-    const bool continues_prefix = !order.empty() && order.back()->role == Role::kAssistant &&
-                                  order.back()->prefix;
+    const bool continues_prefix =
+        !order.empty() && order.back()->role == Role::kAssistant && order.back()->prefix;
     if (!continues_prefix) RenderGenerationPrompt();
     return b_.Finish();
   }
@@ -168,8 +168,8 @@ class DeepseekRenderer {
 
   void RenderV41Front() {
     if (!c_.messages.empty() && c_.messages.front().role == Role::kSystem) return;  // in the loop
-    const bool needed = tools_active_ || HasFormatSection() ||
-                        (!c_.messages.empty() && !EffortText().empty());
+    const bool needed =
+        tools_active_ || HasFormatSection() || (!c_.messages.empty() && !EffortText().empty());
     if (!needed) return;
     b_.Special(kSystemToken);
     AppendFrontAdditions("");
@@ -244,8 +244,7 @@ class DeepseekRenderer {
       if (order[k]->role != Role::kTool) continue;
       if (any_tool) b_.Text("\n\n");
       b_.Text(internal::kToolResultOpen);
-      b_.TextWithImages(order[k]->content, order[k]->image_sources.size(),
-                        order[k]->image_offsets);
+      b_.TextWithImages(order[k]->content, order[k]->image_sources.size(), order[k]->image_offsets);
       b_.Text(internal::kToolResultClose);
       any_tool = true;
     }
@@ -256,8 +255,7 @@ class DeepseekRenderer {
       if (!any_text) any_text = true;
       if (order[k]->content.empty()) continue;
       if (written_user_text_) b_.Text("\n\n");
-      b_.TextWithImages(order[k]->content, order[k]->image_sources.size(),
-                        order[k]->image_offsets);
+      b_.TextWithImages(order[k]->content, order[k]->image_sources.size(), order[k]->image_offsets);
       written_user_text_ = true;
     }
     written_user_text_ = false;

@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "stream_processor_writer.h"
+#include "stream/stream_processor_writer.h"
 
 namespace tandem::recipe {
 namespace {
@@ -22,9 +22,9 @@ enum class ItemKind { kReasoning, kMessage, kFunctionCall };
 struct Item {
   ItemKind kind;
   std::string id;
-  std::string text = {};     // reasoning or output text, or function arguments
-  std::string call_id = {};  // function call
-  std::string name = {};     // function call (local name inside its namespace)
+  std::string text = {};                       // reasoning or output text, or function arguments
+  std::string call_id = {};                    // function call
+  std::string name = {};                       // function call (local name inside its namespace)
   std::optional<std::string> name_space = {};  // function call of a namespace tool
   std::string status = "in_progress";
   std::string phase = "final_answer";  // message
@@ -56,8 +56,8 @@ class ResponsesEventWriter : public ProtocolWriter {
         break;
       case ParsedKind::kToolCallStart:
         CloseOpen("in_progress", /*before_call=*/true, out);
-        items_.push_back(Item{ItemKind::kFunctionCall, absl::StrCat("fc_", context_.id, "_",
-                                                                    items_.size())});
+        items_.push_back(
+            Item{ItemKind::kFunctionCall, absl::StrCat("fc_", context_.id, "_", items_.size())});
         items_.back().call_id = call_id;
         items_.back().name = event.text;
         SplitNamespace(items_.back());
@@ -91,7 +91,8 @@ class ResponsesEventWriter : public ProtocolWriter {
     usage_["input_tokens"] = prompt;
     usage_["input_tokens_details"] = Json{{"cached_tokens", usage.prompt.prompt_cache_hit_tokens}};
     usage_["output_tokens"] = usage.completion_tokens;
-    usage_["output_tokens_details"] = Json{{"reasoning_tokens", usage.reasoning_tokens.value_or(0)}};
+    usage_["output_tokens_details"] =
+        Json{{"reasoning_tokens", usage.reasoning_tokens.value_or(0)}};
     usage_["total_tokens"] = prompt + usage.completion_tokens;
     Emit(complete ? "response.completed" : "response.incomplete",
          Json{{"response", ResponseObject()}}, out);
@@ -108,8 +109,8 @@ class ResponsesEventWriter : public ProtocolWriter {
     items_.push_back(Item{kind, absl::StrCat(prefix, context_.id, "_", items_.size())});
     open_ = true;
     const std::size_t index = items_.size() - 1;
-    Emit("response.output_item.added", Json{{"item", ItemJson(items_.back())}, {"output_index", index}},
-         out);
+    Emit("response.output_item.added",
+         Json{{"item", ItemJson(items_.back())}, {"output_index", index}}, out);
     Json data;
     data["content_index"] = 0;
     data["item_id"] = items_.back().id;

@@ -50,9 +50,9 @@ inline std::string ToolsPreamble(const DsmlNames& n) {
       "You have access to a set of tools to help answer the user's question. You can invoke tools "
       "by writing a \"",
       open, "\" block like the following:\n\n", open, "\n", invoke, "$TOOL_NAME\">\n<｜DSML｜",
-      n.parameter,
-      " name=\"$PARAMETER_NAME\" string=\"true|false\">$PARAMETER_VALUE</｜DSML｜", n.parameter,
-      ">\n...\n", invoke_end, "\n", invoke, "$TOOL_NAME2\">\n...\n", invoke_end, "\n", close,
+      n.parameter, " name=\"$PARAMETER_NAME\" string=\"true|false\">$PARAMETER_VALUE</｜DSML｜",
+      n.parameter, ">\n...\n", invoke_end, "\n", invoke, "$TOOL_NAME2\">\n...\n", invoke_end, "\n",
+      close,
       "\n\n"
       "String parameters should be specified as is and set `string=\"true\"`. For all other types "
       "(numbers, booleans, arrays, objects), pass the value in JSON format and set "

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "convert_messages_internal.h"
+#include "convert/convert_messages_internal.h"
 #include "tandem/base/status_macros.h"
 #include "tandem/recipe/convert.h"
 
@@ -30,19 +30,21 @@ absl::StatusOr<MessagesFields> ReadFields(const Json& body) {
   MessagesFields fields;
   TANDEM_ASSIGN_OR_RETURN(fields.model, internal::RequireString(body, "model"));
   TANDEM_ASSIGN_OR_RETURN(fields.max_tokens, internal::ReadU32(body, "max_tokens"));
-  TANDEM_ASSIGN_OR_RETURN(const Json* thinking,
-                          internal::ReadObject(body, "thinking", "internally tagged enum MessagesThinking"));
+  TANDEM_ASSIGN_OR_RETURN(
+      const Json* thinking,
+      internal::ReadObject(body, "thinking", "internally tagged enum MessagesThinking"));
   if (thinking) {
     TANDEM_ASSIGN_OR_RETURN(std::string type,
                             internal::RequireTag(*thinking, {"adaptive", "enabled", "disabled"}));
     TANDEM_RETURN_IF_ERROR(internal::ReadU32(*thinking, "budget_tokens").status());
     fields.thinking = type;
   }
-  TANDEM_ASSIGN_OR_RETURN(const Json* output_config,
-                          internal::ReadObject(body, "output_config", "struct MessagesOutputConfig"));
+  TANDEM_ASSIGN_OR_RETURN(
+      const Json* output_config,
+      internal::ReadObject(body, "output_config", "struct MessagesOutputConfig"));
   if (output_config) {
-    TANDEM_ASSIGN_OR_RETURN(fields.effort, internal::ReadVariant(*output_config, "effort",
-                                                                     internal::kEffortVariants));
+    TANDEM_ASSIGN_OR_RETURN(
+        fields.effort, internal::ReadVariant(*output_config, "effort", internal::kEffortVariants));
   }
   TANDEM_ASSIGN_OR_RETURN(fields.temperature, internal::ReadF32(body, "temperature"));
   TANDEM_ASSIGN_OR_RETURN(fields.top_p, internal::ReadF32(body, "top_p"));
@@ -67,7 +69,8 @@ absl::StatusOr<std::optional<std::string>> ReadSystem(const Json& body) {
   if (!it->is_array()) return internal::BodyError("expected a string or a list");
   std::vector<std::string> texts;
   for (const Json& block : *it) {
-    if (!block.is_object()) return internal::InvalidType(block, "internally tagged enum MessagesSystemBlock");
+    if (!block.is_object())
+      return internal::InvalidType(block, "internally tagged enum MessagesSystemBlock");
     TANDEM_RETURN_IF_ERROR(internal::RequireTag(block, {"text"}).status());
     TANDEM_ASSIGN_OR_RETURN(std::string text, internal::RequireString(block, "text"));
     texts.push_back(std::move(text));
@@ -125,8 +128,8 @@ absl::StatusOr<ConversationRequest> ConvertMessages(const nlohmann::ordered_json
     message.content = *system;
     conversation.messages.push_back(std::move(message));
   }
-  TANDEM_RETURN_IF_ERROR(internal::ConvertMessagesTurns(turns, options, request.model_version,
-                                                         conversation.messages));
+  TANDEM_RETURN_IF_ERROR(
+      internal::ConvertMessagesTurns(turns, options, request.model_version, conversation.messages));
   // A tool choice of "none" takes the tools out of play before their schemas are looked at.
   if (choice.mode != ToolChoice::kNone) {
     TANDEM_ASSIGN_OR_RETURN(conversation.tools, internal::BuildTools(std::move(tool_specs)));

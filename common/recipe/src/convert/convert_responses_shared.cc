@@ -1,4 +1,4 @@
-#include "convert_responses_shared.h"
+#include "convert/convert_responses_shared.h"
 
 #include <algorithm>
 #include <charconv>
@@ -7,7 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "render_json.h"
+#include "render/render_json.h"
 #include "tandem/base/status_macros.h"
 #include "tandem/recipe/errors.h"
 
@@ -53,8 +53,7 @@ void AppendPythonJson(const Json& value, std::string& out) {
 absl::Status PrepareStrictSchema(Json& schema) {
   if (!schema.is_object()) return absl::OkStatus();
   if (auto type = schema.find("type"); type != schema.end() && *type == "object") {
-    if (auto extra = schema.find("additionalProperties");
-        extra != schema.end() && *extra == true) {
+    if (auto extra = schema.find("additionalProperties"); extra != schema.end() && *extra == true) {
       return RequestError("additionalProperties should not be true");
     }
     if (!schema.contains("properties")) schema["properties"] = Json::object();
@@ -136,8 +135,8 @@ absl::Status CheckResponseObjectsHaveProperties(const Json& schema) {
 }
 
 bool IsSchemaTypeName(const Json& value) {
-  static const std::set<std::string> kTypes = {"array", "boolean", "integer", "null",
-                                               "number", "object", "string"};
+  static const std::set<std::string> kTypes = {"array",  "boolean", "integer", "null",
+                                               "number", "object",  "string"};
   return value.is_string() && kTypes.count(value.get<std::string>()) > 0;
 }
 
@@ -216,14 +215,14 @@ absl::StatusOr<std::vector<ToolDefinition>> BuildTools(std::vector<ToolSpec> spe
                              ? &(*spec.parameters)["type"]
                              : nullptr;
       if (type == nullptr || *type != "object") {
-        return invalid(absl::StrCat("schema must be a JSON Schema of 'type: \"object\"', got 'type: ",
-                                    type ? ToJson(*type, JsonStyle::kCompact) : "null", "'."));
+        return invalid(
+            absl::StrCat("schema must be a JSON Schema of 'type: \"object\"', got 'type: ",
+                         type ? ToJson(*type, JsonStyle::kCompact) : "null", "'."));
       }
     }
-    TANDEM_ASSIGN_OR_RETURN(
-        ToolDefinition tool,
-        ConvertFunctionTool(spec.local_name, std::move(spec.description), std::move(spec.parameters),
-                            spec.strict, "name"));
+    TANDEM_ASSIGN_OR_RETURN(ToolDefinition tool,
+                            ConvertFunctionTool(spec.local_name, std::move(spec.description),
+                                                std::move(spec.parameters), spec.strict, "name"));
     tool.name = spec.name;
     tools.push_back(std::move(tool));
   }

@@ -4,7 +4,7 @@
 #include <utility>
 #include <vector>
 
-#include "stream_processor_writer.h"
+#include "stream/stream_processor_writer.h"
 
 namespace tandem::recipe {
 namespace {

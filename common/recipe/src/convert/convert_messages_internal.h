@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "convert_responses_shared.h"
+#include "convert/convert_responses_shared.h"
 #include "tandem/recipe/conversation.h"
 #include "tandem/recipe/convert.h"
 
@@ -37,8 +37,8 @@ struct MessagesToolDecl {
 absl::StatusOr<std::vector<MessagesToolDecl>> ReadMessagesTools(const Json& body);
 // The client tools with checked names; web search is dropped or refused per options, other
 // server tools are refused. Schemas are checked later, once the tool choice is known.
-absl::StatusOr<std::vector<ToolSpec>> CheckMessagesTools(
-    const std::vector<MessagesToolDecl>& decls, const ConversionOptions& options);
+absl::StatusOr<std::vector<ToolSpec>> CheckMessagesTools(const std::vector<MessagesToolDecl>& decls,
+                                                         const ConversionOptions& options);
 
 // `tool_choice` as a tool choice spec; a choice naming a dropped server tool reads as auto.
 absl::StatusOr<ToolChoiceSpec> ReadMessagesToolChoice(const Json& body,

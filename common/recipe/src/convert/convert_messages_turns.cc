@@ -7,24 +7,31 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "convert_messages_internal.h"
-#include "render_json.h"
-#include "tandem/recipe/render.h"
+#include "convert/convert_messages_internal.h"
+#include "render/render_json.h"
 #include "tandem/base/status_macros.h"
+#include "tandem/recipe/render.h"
 
 namespace tandem::recipe::internal {
 namespace {
 
-constexpr std::initializer_list<absl::string_view> kBlockTypes = {
-    "text",     "image",       "document",           "thinking",     "server_tool_use",
-    "tool_use", "tool_result", "web_search_tool_result", "tool_addition"};
+constexpr std::initializer_list<absl::string_view> kBlockTypes = {"text",
+                                                                  "image",
+                                                                  "document",
+                                                                  "thinking",
+                                                                  "server_tool_use",
+                                                                  "tool_use",
+                                                                  "tool_result",
+                                                                  "web_search_tool_result",
+                                                                  "tool_addition"};
 
 absl::Status CheckToolResultContent(const Json& block) {
   auto content = block.find("content");
   if (content == block.end() || content->is_null() || content->is_string()) return absl::OkStatus();
   if (!content->is_array()) return BodyError("expected a string or a list");
   for (const Json& part : *content) {
-    if (!part.is_object()) return InvalidType(part, "internally tagged enum MessagesToolResultBlock");
+    if (!part.is_object())
+      return InvalidType(part, "internally tagged enum MessagesToolResultBlock");
     TANDEM_ASSIGN_OR_RETURN(std::string type,
                             RequireTag(part, {"text", "image", "document", "tool_reference"}));
     if (type == "text") TANDEM_RETURN_IF_ERROR(RequireString(part, "text").status());
@@ -39,7 +46,8 @@ absl::Status CheckBlock(const Json& block) {
   if (type == "image") {
     auto source = block.find("source");
     if (source == block.end()) return MissingField("source");
-    if (!source->is_object()) return InvalidType(*source, "internally tagged enum MessagesImageSource");
+    if (!source->is_object())
+      return InvalidType(*source, "internally tagged enum MessagesImageSource");
     return RequireTag(*source, {"base64", "url", "file"}).status();
   }
   if (type == "document" && !block.contains("source")) return MissingField("source");
@@ -82,7 +90,8 @@ absl::StatusOr<ImageSource> ImageOf(const Json& block, const std::string& block_
   if (type == "url") {
     TANDEM_ASSIGN_OR_RETURN(image.data, RequireString(source, "url"));
     if (ImageUrlKind(image.data) != ImageSource::Kind::kUrl) {
-      return RequestError(absl::StrCat(block_path, ": invalid url: ", ToJson(Json(image.data), JsonStyle::kCompact)));
+      return RequestError(absl::StrCat(
+          block_path, ": invalid url: ", ToJson(Json(image.data), JsonStyle::kCompact)));
     }
     image.kind = ImageSource::Kind::kUrl;
     return image;
@@ -148,9 +157,8 @@ class TurnConverter {
       PushUser(content.get<std::string>());
       return absl::OkStatus();
     }
-    const bool only_results = std::all_of(content.begin(), content.end(), [](const Json& b) {
-      return b["type"] == "tool_result";
-    });
+    const bool only_results = std::all_of(content.begin(), content.end(),
+                                          [](const Json& b) { return b["type"] == "tool_result"; });
     if (only_results) {
       // The results of a message that is nothing but results are missing for good: reported
       // against the calling message.
@@ -181,7 +189,8 @@ class TurnConverter {
           return RequestError(absl::StrCat(
               "messages.", index, ".content.", j,
               ": each tool_use must have a single result. Found multiple `tool_result` blocks "
-              "with id: ", id));
+              "with id: ",
+              id));
         }
         if (!leading) continue;
         Message message;
@@ -217,8 +226,8 @@ class TurnConverter {
       }
     }
     if (missing_for_caller) {
-      return RequestError(MissingResults(absl::StrCat("messages.", calling_index_, ":"),
-                                         *missing_for_caller));
+      return RequestError(
+          MissingResults(absl::StrCat("messages.", calling_index_, ":"), *missing_for_caller));
     }
     return end_leading_run();
   }
@@ -230,7 +239,7 @@ class TurnConverter {
       }
     }
     return RequestError(absl::StrCat("messages.", index, ": `", type,
-                                       "` blocks can only be in `assistant` messages"));
+                                     "` blocks can only be in `assistant` messages"));
   }
 
   absl::Status AddAssistant(const Json& content, std::size_t index) {
@@ -262,8 +271,8 @@ class TurnConverter {
         continue;
       }
       if (type == "tool_result") {
-        return RequestError(
-            absl::StrCat("messages.", index, ": `tool_result` blocks can only be in `user` messages"));
+        return RequestError(absl::StrCat("messages.", index,
+                                         ": `tool_result` blocks can only be in `user` messages"));
       }
       if (type == "server_tool_use" || type == "web_search_tool_result") {
         if (options_.messages_web_search == WebSearchBehavior::kReject) {
@@ -360,7 +369,8 @@ class TurnConverter {
       } else {
         TANDEM_ASSIGN_OR_RETURN(
             ImageSource image,
-            ImageOf(part, block_path, absl::StrCat("messages.", index, ".content.", j, ".tool_result")));
+            ImageOf(part, block_path,
+                    absl::StrCat("messages.", index, ".content.", j, ".tool_result")));
         message.image_sources.push_back(std::move(image));
         message.image_offsets.push_back(text.size());
         text.append(kImageToken.data(), kImageToken.size());

@@ -28,7 +28,8 @@ absl::Status BodyError(absl::string_view detail);
 std::string DescribeUnexpected(const Json& value);
 absl::Status InvalidType(const Json& value, absl::string_view expected);
 absl::Status MissingField(absl::string_view field);
-absl::Status UnknownVariant(absl::string_view got, std::initializer_list<absl::string_view> expected);
+absl::Status UnknownVariant(absl::string_view got,
+                            std::initializer_list<absl::string_view> expected);
 
 // Typed readers of an object field; absent or null reads as nullopt (serde's Option).
 absl::StatusOr<std::optional<std::string>> ReadString(const Json& object, const char* key);
