@@ -158,8 +158,8 @@ class TandemPolicy final : public Policy {
 
   // Lost over evicted blocks, decayed (0 before any eviction). A block lost must have been
   // evicted; more "lost" than evicted is a pending prefill that outlived its prediction.
-  double ReusedShare(const ClusterView& view, const SlotList& pool) {
-    Decay(view, pool);
+  // Reads the counts Decay brought to now.
+  double ReusedShare() const {
     if (!(evicted_blocks_ > 0)) return 0;
     return std::min(lost_blocks_, evicted_blocks_) / evicted_blocks_;
   }
@@ -259,8 +259,9 @@ class TandemPolicy final : public Policy {
   WorkerSlot ChoosePrefill(const RouteRequest& request, const ClusterView& view,
                            const SlotList& pool) {
     SetUnmeasuredSpeed(view, pool);
-    // Once per decision: rule 4b's scale and rule 4c's charge both read it.
-    reused_share_ = options_.full_stickiness_reused_share > 0 ? ReusedShare(view, pool) : 0;
+    // Once per decision: rule 4b's scale, rule 4c's charge and the tie-break read the counts.
+    Decay(view, pool);
+    reused_share_ = options_.full_stickiness_reused_share > 0 ? ReusedShare() : 0;
     const int in_flight_cap = InFlightCap(view, pool);
     // Recomputing what is cached elsewhere also delays the requests that will queue behind this
     // one: the busier the pool, the more a hit is worth against a shorter queue.
@@ -331,7 +332,11 @@ class TandemPolicy final : public Policy {
       if (wait_charge > 0 && view.workers[w].in_flight > 0) {
         score += wait_charge * PredictWait(view.workers[w], view.now_seconds);
       }
-      if (best == kNoWorker || score < best_score) {
+      // Equal scores (a prompt nothing is cached for, on idle workers at the same speed) go to
+      // the worker that evicted least lately: by slot order alone the first workers took every
+      // such prompt and evicted others' histories while the last ones' caches sat unused.
+      if (best == kNoWorker || score < best_score ||
+          (score == best_score && evicted_recent_[w] < evicted_recent_[best])) {
         best = w;
         best_score = score;
       }

@@ -306,6 +306,24 @@ TEST_F(TailGuardTest, NotWhileEveryWorkerIsBusy) {
   EXPECT_EQ(PrefixWorkerAfter(10, 440), 1);
 }
 
+TEST_F(TandemPolicyTest, ATieGoesToTheWorkerThatEvictedLeast) {
+  // Three idle workers at the same speed and a prompt none holds: equal scores. Evictions nobody
+  // asks for again charge nothing (rule 4c's share stays 0), so only the tie-break tells them
+  // apart: not the first slot, but the worker that evicted least lately.
+  Build(3, 0);
+  auto fresh = MakeTandemPolicy();
+  EXPECT_EQ(Route(*fresh, Request(Chain(7000, 10))).prefill, 0);  // nothing evicted: slot order
+  Cache(0, Chain(5000, 20));
+  Evict(0, Chain(5000, 20));
+  Cache(1, Chain(6000, 10));
+  Evict(1, Chain(6000, 10));
+  auto policy = MakeTandemPolicy();
+  EXPECT_EQ(Route(*policy, Request(Chain(7100, 10))).prefill, 2);
+  Cache(2, Chain(6100, 15));
+  Evict(2, Chain(6100, 15));
+  EXPECT_EQ(Route(*policy, Request(Chain(7200, 10))).prefill, 1);  // 10 evicted against 15, 20
+}
+
 TEST_F(TandemPolicyTest, ANewPromptAvoidsAFullCacheWhoseEvictionsAreAskedForAgain) {
   // Worker 0 holds a 100-block system prompt; both workers are idle. Alone, a new conversation
   // under that prompt is faster on worker 0 (800 new tokens: 0.12 s, against 0.32 s on worker 1
